@@ -148,6 +148,31 @@ def test_off_cpu_batches_gain_from_workers_beyond_the_cores():
     assert t[3] < t[1] / 4
 
 
+def test_a_batchs_feeder_thread_shares_the_cores_and_delays_the_take():
+    # A batch then costs 5 ms more CPU on its worker's feeder thread (pickling it), which runs
+    # beside the worker's next batch. One core, one worker, two 10 ms batches: batch 0 ends at
+    # 10; its feeder and batch 1 share the core at half speed until the feeder is done (20);
+    # batch 1 runs alone to 25, its feeder to 30: the second batch is taken at 30, the core busy
+    # throughout (30 ms of CPU). The worker's wait for the core (5 ms) is counted, the feeder's
+    # is not (the measurement it is fitted to has the workers' main threads only).
+    one = simulate_epoch([(0.010, 0.0)] * 2, 1, 2, 1, side=0.005)
+    assert one["last_take"] == pytest.approx(0.030)
+    assert one["runq_workers_s"] == pytest.approx(0.005)
+    # Two cores: the feeder runs on the second core, beside the worker: 10 + 10 + 5.
+    assert simulate_epoch([(0.010, 0.0)] * 2, 1, 2, 2, side=0.005)["last_take"] == \
+        pytest.approx(0.025)
+    # Two workers, two cores, four batches: 60 ms of CPU on two cores, 30 ms.
+    two = simulate_epoch([(0.010, 0.0)] * 4, 2, 2, 2, side=0.005)
+    assert two["last_take"] == pytest.approx(0.030)
+    # Without it the same batches are ready as their CPU part ends.
+    assert simulate_epoch([(0.010, 0.0)] * 4, 2, 2, 2)["last_take"] == pytest.approx(0.020)
+    # On 2 cores, CPU-bound: a third worker gains nothing a feeder's CPU would give it.
+    batches = [(0.010, 0.0)] * 32
+    t = {n: simulate_epoch(batches, n, 2, 2, step=(0.002, 0.0), side=0.004)["seconds"]
+         for n in (1, 2, 3, 4)}
+    assert t[1] > t[2] and t[3] >= t[2] - 1e-12 and t[4] >= t[2] - 1e-12
+
+
 def test_a_handoff_latency_is_hidden_by_a_deeper_prefetch():
     # One worker, two 10 ms batches: with prefetch_factor 1 the second index is sent when the
     # first batch is taken (10 ms) and reaches the worker 5 ms later: 15..25 ms. With 2 it was
@@ -886,6 +911,69 @@ def test_the_measurement_splits_cpu_and_off_cpu_time():
         assert cpu >= 0.002
     assert m.worker_rss > 0 and m.main_rss > 0 and m.start_s > 0
     assert m.seconds >= sum(c + o for c, o in m.batches)  # one worker: the batches in series
+
+
+class _Costly:
+    """A sample that costs CPU where PyTorch moves it: `send_ms` of the pickling thread's CPU in
+    the worker (the queue's feeder), `recv_ms` of the consumer's when it is unpickled there."""
+
+    def __init__(self, i, send_ms, recv_ms):
+        self.i, self.send_ms, self.recv_ms = i, send_ms, recv_ms
+
+    def __reduce__(self):
+        _burn(self.send_ms / 1e3)
+        return (_costly_arrived, (self.i, self.recv_ms))
+
+
+def _burn(seconds):
+    end = time.thread_time() + seconds  # this thread's CPU, whatever the load
+    while time.thread_time() < end:
+        pass
+
+
+def _costly_arrived(i, recv_ms):
+    _burn(recv_ms / 1e3)
+    return i
+
+
+def test_the_measurement_counts_the_cpu_of_sending_and_receiving_a_batch():
+    # PyTorch pickles a batch on the worker's queue feeder thread, not in the loop that made
+    # it, and unpickles it in the consumer's next(): CPU on the cores that the batch's and the
+    # step's own clocks do not see. Planted: 4 ms to send a batch, 3 ms to receive it.
+    from lotus.autotune import AutotunedLoader
+
+    class Costly(torch.utils.data.Dataset):
+        def __len__(self):
+            return 12
+
+        def __getitem__(self, i):
+            _burn(0.002)
+            return _Costly(i, 4, 3)
+
+    got = []
+
+    class Spy(Tuner):
+        def decide(self, m):
+            got.append(m)
+            return super().decide(m)
+
+    loader = torch.utils.data.DataLoader(Costly(), batch_size=1, num_workers=2,
+                                         collate_fn=lambda b: b[0])
+    tuned = AutotunedLoader(loader, verbose=False, max_workers=2)
+    tuned.tuner.__class__ = Spy
+    seen = sorted(tuned)
+    assert seen == list(range(12))  # the planted objects arrived as themselves
+    m = got[0]
+    # Each batch's own CPU is its 2 ms; the rest of its worker's, per batch, its 4 ms feeder
+    # (and the loop between batches: a little more, never less).
+    for cpu, _off in m.batches:
+        assert 0.002 <= cpu < 0.004
+    assert 0.004 <= m.side_s < 0.012, m.side_s
+    # The consumer's 3 ms in next() is in the steps' CPU part: on the mean, as the model takes
+    # it (a next() that unpickled a batch that came early, from the other worker, and kept it
+    # for later, paid 6 ms; the next() that took it from there, nothing).
+    assert len(m.steps) == 12 and m.mean_step()[0] >= 0.003, m.steps
+    tuned.close()
 
 
 def _slow_init(worker_id):

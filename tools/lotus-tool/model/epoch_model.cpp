@@ -14,8 +14,9 @@ namespace {
 constexpr std::size_t k_idle = std::numeric_limits<std::size_t>::max();
 
 // The state of one replayed epoch. Workers hold FIFO index queues; a batch spends its off-CPU
-// part first, then its CPU part; the consumer is 0 waiting for data, 1 in its step off the core
-// (until step_end), 2 in its step's CPU part (step_remaining).
+// part first, then its CPU part, then (side_cpu_s > 0) its feeder thread's part, one batch at a
+// time per worker while the worker goes on; the consumer is 0 waiting for data, 1 in its step
+// off the core (until step_end), 2 in its step's CPU part (step_remaining).
 class epoch_run {
  public:
   explicit epoch_run(const epoch_inputs& in);
@@ -26,16 +27,21 @@ class epoch_run {
   void start_idle_workers();
   bool take_batch();
   void complete(unsigned w);
+  void ready(std::size_t b);
+  unsigned feeders_on_cpu() const;
   void begin_cpu(unsigned w);
   double can_begin(unsigned w) const { return std::max(avail_[w], visible_[queue_[w].front()]); }
-  void advance(double next, unsigned first, bool main_event, double rate, unsigned workers_on_cpu);
+  void advance(double next, unsigned first, unsigned first_side, bool main_event, double rate,
+               unsigned workers_on_cpu);
   void count_out_of_order();
 
   const epoch_inputs& in_;
   const std::size_t n_;
   const unsigned workers_;
-  const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_;
+  const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_, side_cpu_s_;
   std::vector<std::deque<std::size_t>> queue_;
+  std::vector<std::deque<std::size_t>> side_;  // batches a worker's feeder has yet to finish
+  std::vector<double> side_remaining_;         // the CPU left of the head of side_[w]
   std::vector<std::size_t> current_;
   std::vector<char> on_cpu_;  // in its CPU part (else off the CPU until off_end)
   std::vector<double> remaining_, off_end_, ready_, avail_, visible_;
@@ -58,7 +64,10 @@ epoch_run::epoch_run(const epoch_inputs& in)
       step_off_s_(std::max(0.0, in.step_off_s)),
       foreign_(std::max(0.0, in.foreign)),
       handoff_s_(std::max(0.0, in.handoff_s)),
+      side_cpu_s_(std::max(0.0, in.side_cpu_s)),
       queue_(workers_),
+      side_(workers_),
+      side_remaining_(workers_, 0),
       current_(workers_, k_idle),
       on_cpu_(workers_, 0),
       remaining_(workers_, 0),
@@ -86,12 +95,28 @@ void epoch_run::dispatch(double at) {
   }
 }
 
+// The worker's CPU part of its batch ended: the batch is ready, or goes to the worker's feeder.
 void epoch_run::complete(unsigned w) {
   const std::size_t b = current_[w];
+  current_[w] = k_idle;
+  if (side_cpu_s_ > 0) {
+    if (side_[w].empty()) side_remaining_[w] = side_cpu_s_;
+    side_[w].push_back(b);
+  } else {
+    ready(b);
+  }
+}
+
+void epoch_run::ready(std::size_t b) {
   ready_[b] = t_;
   arrived_.push_back(b);
   arrival_order_.push_back(b);
-  current_[w] = k_idle;
+}
+
+unsigned epoch_run::feeders_on_cpu() const {
+  unsigned k = 0;
+  for (const auto& q : side_) k += q.empty() ? 0u : 1u;
+  return k;
 }
 
 void epoch_run::begin_cpu(unsigned w) {
@@ -145,7 +170,7 @@ bool epoch_run::take_batch() {
 epoch_outcome epoch_run::run() {
   if (n_ == 0) return out_;
   std::uint64_t events = 0;
-  const std::uint64_t max_events = 8 * static_cast<std::uint64_t>(n_) + 4 * workers_ + 16;
+  const std::uint64_t max_events = 10 * static_cast<std::uint64_t>(n_) + 4 * workers_ + 16;
   const double inf = std::numeric_limits<double>::infinity();
   while (true) {
     start_idle_workers();
@@ -155,7 +180,7 @@ epoch_outcome epoch_run::run() {
     for (unsigned w = 0; w < workers_; ++w) {
       if (current_[w] != k_idle && on_cpu_[w]) ++workers_on_cpu;
     }
-    const unsigned busy = workers_on_cpu + (main_state_ == 2 ? 1u : 0u);
+    const unsigned busy = workers_on_cpu + feeders_on_cpu() + (main_state_ == 2 ? 1u : 0u);
     const double rate = busy > 0 ? std::min(1.0, cores_ / (busy + foreign_)) : 0.0;
     // The next event: the earliest of the step's end (or its phase's), each busy worker's
     // completion (or the end of its off-CPU part), and a waiting worker's start. The event is
@@ -190,12 +215,23 @@ epoch_outcome epoch_run::run() {
         main_event = false;
       }
     }
+    unsigned first_side = workers_;  // the feeder whose event is the next, if any
+    for (unsigned w = 0; w < workers_; ++w) {
+      if (side_[w].empty()) continue;
+      const double done = t_ + side_remaining_[w] / rate;
+      if (done < next) {
+        next = done;
+        first_side = w;
+        first = workers_;
+        main_event = false;
+      }
+    }
     if (!(next < inf)) break;  // nothing can happen (cannot occur with batches left)
     if (++events > max_events) {
       out_.converged = false;
       break;
     }
-    advance(next, first, main_event, rate, workers_on_cpu);
+    advance(next, first, first_side, main_event, rate, workers_on_cpu);
   }
   out_.seconds = t_;
   out_.batches = consumed_;
@@ -203,15 +239,28 @@ epoch_outcome epoch_run::run() {
   return out_;
 }
 
-void epoch_run::advance(double next, unsigned first, bool main_event, double rate,
-                        unsigned workers_on_cpu) {
+void epoch_run::advance(double next, unsigned first, unsigned first_side, bool main_event,
+                        double rate, unsigned workers_on_cpu) {
   const double dt = std::max(0.0, next - t_);
   t_ = std::max(t_, next);
   if (rate > 0) {
     // Each thread on a CPU ran dt × rate and waited for a core the rest of dt.
+    // (A feeder's wait is not counted: the measurement it is fitted to has the workers' main
+    // threads and the consumer's only.)
     const double waited = dt * (1.0 - rate);
     out_.runq_workers_s += waited * workers_on_cpu;
     if (main_state_ == 2) out_.runq_main_s += waited;
+  }
+  // The feeders first: a batch a worker completes below joins its feeder's queue after this
+  // interval, in which it did not run there.
+  for (unsigned w = 0; w < workers_; ++w) {
+    if (side_[w].empty()) continue;
+    side_remaining_[w] -= dt * rate;
+    if (w == first_side || side_remaining_[w] <= 1e-12 || t_ + side_remaining_[w] / rate <= t_) {
+      ready(side_[w].front());
+      side_[w].pop_front();
+      side_remaining_[w] = side_cpu_s_;
+    }
   }
   for (unsigned w = 0; w < workers_; ++w) {
     if (current_[w] == k_idle) continue;

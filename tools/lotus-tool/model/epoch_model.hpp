@@ -6,7 +6,10 @@
 // (or any order), and processor sharing of C cores by every thread that wants one at an instant
 // (k such threads each run at min(1, C / (k + foreign))). A batch is an off-CPU part (I/O,
 // sleeps: no core) followed by a CPU part; the consumer's step an off-core part followed by a
-// CPU part that shares the cores with the workers.
+// CPU part that shares the cores with the workers. A worker's batch may also cost CPU on another
+// thread of the worker after its CPU part (PyTorch's queue feeder thread pickling it, moving its
+// tensors to shared memory): that thread shares the cores too, the batch can be taken only once
+// it is done, and the worker goes on to its next batch meanwhile.
 //
 // lotus-tool's whatif and tune reach it through simulate_loader (model/whatif.hpp), which
 // turns wall times and an off-CPU share into these inputs; lotus.autotune through the Python
@@ -41,6 +44,10 @@ struct epoch_inputs {
   /// An index sent after the first prefetch reaches its worker this long after the consumer
   /// sent it (queue and wake-up). 0: at once.
   double handoff_s = 0;
+  /// CPU time per batch on the worker's second thread after the batch (its queue's feeder:
+  /// pickling it, its tensors into shared memory), one batch at a time per worker; the batch is
+  /// ready when it is done. 0: the batch is ready as its CPU part ends.
+  double side_cpu_s = 0;
 };
 
 struct epoch_outcome {

@@ -41,14 +41,20 @@ class EpochMeasurement:
     it; warmup: the epoch is the first after its workers (or the process) started, True/False, or
     None: the tuner takes its first epoch, and an epoch that paid a start-up with persistent
     workers, as one. worker_init_s: what a started worker does on its own before its first
-    batch (worker_init_fn; with spawn its imports), as last measured. memory: the memory model's
+    batch (worker_init_fn; with spawn its imports), as last measured. side_s: a batch's CPU
+    time in its worker besides the batch itself, mostly on the worker's queue feeder thread
+    (pickling the batch, moving its tensors into shared memory): the mean, between two batches
+    of a worker, of the worker process's CPU time less the batch's own (side_of). A step's CPU
+    part includes the consumer's CPU time in next() (unpickling the batch, sending the next
+    index), and step_runq_s its run-queue wait there. memory: the memory model's
     inputs as measured from /proc at the epoch's boundaries (_TreeMemory.inputs), or None
     (model.memory_inputs then takes main_rss and worker_rss).
     """
 
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
                  main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
-                 batch_runq_s=0.0, handoff_s=0.0, warmup=None, memory=None, worker_init_s=0.0):
+                 batch_runq_s=0.0, handoff_s=0.0, warmup=None, memory=None, worker_init_s=0.0,
+                 side_s=0.0):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -65,6 +71,7 @@ class EpochMeasurement:
         self.warmup = warmup
         self.memory = memory
         self.worker_init_s = worker_init_s
+        self.side_s = side_s
 
     def mean_step(self):
         if not self.steps:
@@ -78,7 +85,7 @@ class EpochMeasurement:
 
 # ---- measuring, inside the workers and the consumer ---------------------------------------------
 
-_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end priv")
+_Timed = _collections.namedtuple("_Timed", "batch cpu_s off_s pid rss start runq_s end priv proc_s")
 _batch_begin = None  # in the process that loads: (wall, cpu, runq) when this batch's fetch began
 _PAGE = _os.sysconf("SC_PAGE_SIZE")
 
@@ -234,9 +241,11 @@ class _TreeMemory:
     (_samples_memory), each read by the process itself (_mem: at most every PSS_PERIOD seconds,
     the resident set's growth added in between): worker 0 sends its Pss and private memory with
     every batch; the first of a worker (after its first batch) and the last of the epoch are
-    kept, with the batches it had delivered by then, and the main process's Pss read at the
-    epoch's last batch (every TREE_PERIOD seconds where the epoch's length is unknown). Nothing is
-    read in the consumer's path but its own file, once an epoch.
+    kept, with the batches it had delivered by then, and the main process's Pss read once the
+    epoch's last index has been sent (every TREE_PERIOD seconds where the epoch's length is
+    unknown): the workers then prepare the batches still in flight while the consumer reads its
+    own file, once an epoch (8-10 ms with torch and a memory-mapped dataset loaded: at the last
+    batch it delayed the epoch's end by as much).
 
     shared: the main process's Pss plus each worker's Pss − private at the end (the pages the
     tree shares, once; the workers measured stand for all of them); a worker's private memory at
@@ -257,7 +266,8 @@ class _TreeMemory:
 
     def taken(self, pid, batch, now, last, pss, priv):
         """A batch of worker `pid` (its Pss and private memory then) was taken at `now` (`last`:
-        the epoch's last batch; None: the epoch's length is unknown)."""
+        the batch after which the epoch's last index was sent; None: the epoch's length is
+        unknown)."""
         n = self.counts[pid] = self.counts.get(pid, 0) + 1
         if len(self.sized) < self.BATCHES_SIZED:
             self.sized.append(_nbytes(batch))
@@ -425,10 +435,25 @@ class _TimedCollate:
         wall = end - wall0
         cpu = _time.thread_time() - cpu0
         runq = _runq_s() - runq0
+        proc = _time.process_time()  # the whole process's CPU: its feeder thread's too
         pss, priv = _mem() if _samples_memory() else (0, None)
         return _Timed(batch, cpu, max(0.0, wall - cpu - runq), _os.getpid(), pss, wall0,
-                      runq, end, priv)
+                      runq, end, priv, proc)
 
+
+
+def side_of(procs):
+    """A batch's CPU time in its worker besides its own (seconds, the mean): procs holds per
+    worker pid its batches' (process CPU time at the batch's end, the batch's own CPU time), in
+    the worker's order. Between two batches of one worker the process spent the second batch's
+    own CPU and the rest: the first one's pickling on the queue's feeder thread, the loop
+    between them. 0 where no worker delivered two batches."""
+    extra, count = 0.0, 0
+    for seq in procs.values():
+        for (p0, _), (p1, cpu) in zip(seq, seq[1:]):
+            extra += max(0.0, p1 - p0 - cpu)
+            count += 1
+    return extra / count if count else 0.0
 
 
 def handoff_of(takes, spans, outstanding):
@@ -461,6 +486,8 @@ class _Epoch:
         self.iter_s = _time.perf_counter() - t0  # iter(): the workers started one by one
         self.number = owner._epochs
         self.batches, self.steps, self.takes, self.spans = [], [], [], []
+        self.procs = {}  # worker pid -> [(its process CPU at the batch's end, the batch's CPU)]
+        self._recv = (0.0, 0.0)  # the consumer's CPU and run-queue wait in the last next()
         self.first_start = {}
         self.main_rss, self.worker_rss = _rss(), 0
         self.tree = _TreeMemory()
@@ -468,6 +495,7 @@ class _Epoch:
         self.seconds = 0.0
         self.failed = False
         self.workers = owner._setting[0]
+        self._outstanding = self.workers * owner._setting[1]  # indices out at a time
         self._rss_at = 0.0
         self._step = None  # (wall, cpu, runq) when the consumer got the last batch
         # A training process that uses CUDA: the GPU's time per step (CUDA events around each
@@ -501,11 +529,13 @@ class _Epoch:
             self._step = None
             runq = _runq_s() - s_runq
             cpu = _time.thread_time() - s_cpu
-            self.step_runq += runq
-            self.steps.append((cpu, max(0.0, w0 - s_wall - cpu - runq)))
+            recv_cpu, recv_runq = self._recv
+            self.step_runq += runq + recv_runq
+            self.steps.append((cpu + recv_cpu, max(0.0, w0 - s_wall - cpu - runq)))
             w0 = _time.perf_counter()
         if self.it is None:
             raise StopIteration
+        c0, r0 = (_time.thread_time(), _runq_s()) if self.workers > 0 else (0.0, 0.0)
         try:
             item = next(self.it)
         except StopIteration:
@@ -525,6 +555,8 @@ class _Epoch:
             self.failed = True
             raise
         took = _time.perf_counter()
+        if self.workers > 0:  # what receiving the batch cost the consumer (not its wait)
+            self._recv = (_time.thread_time() - c0, _runq_s() - r0)
         if self._gpu is not None:
             self._gpu.after()
         self.wait += took - w0
@@ -533,14 +565,17 @@ class _Epoch:
         self.batches.append((item.cpu_s, item.off_s))
         self.batch_runq += item.runq_s
         self.first_start.setdefault(item.pid, item.start)
+        self.procs.setdefault(item.pid, []).append((item.proc_s, item.cpu_s))
         if self.workers > 0:
             self.worker_rss = max(self.worker_rss, item.rss)
             try:
                 n = len(self.owner)
             except TypeError:  # an iterable dataset's loader: no length
                 n = None
-            self.tree.taken(item.pid, item.batch, took,
-                            None if n is None else len(self.batches) >= n, item.rss, item.priv)
+            # Taking batch k sent index k + workers x prefetch_factor: from then on every index
+            # of the epoch is out (at its shortest, the first batch).
+            last = None if n is None else len(self.batches) == max(1, n - self._outstanding)
+            self.tree.taken(item.pid, item.batch, took, last, item.rss, item.priv)
         if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
             self.main_rss = max(self.main_rss, _rss(cached=True))
@@ -571,4 +606,5 @@ class _Epoch:
                                 handoff_s=handoff_of(self.takes, self.spans, workers * pf)
                                 if workers else 0.0,
                                 memory=self.tree.inputs(workers, len(self.batches))
-                                if workers else None, worker_init_s=init_s)
+                                if workers else None, worker_init_s=init_s,
+                                side_s=side_of(self.procs) if workers else 0.0)
