@@ -173,6 +173,18 @@ def test_a_batchs_feeder_thread_shares_the_cores_and_delays_the_take():
     assert t[1] > t[2] and t[3] >= t[2] - 1e-12 and t[4] >= t[2] - 1e-12
 
 
+def test_a_step_with_parallel_threads_takes_more_of_the_cores():
+    # The step's CPU part keeps 2 threads on the cores (torch's intra-op threads beside the
+    # training thread). 2 cores, 1 worker, two 10 ms batches, a 10 ms step: batch 0 alone to 10;
+    # its step (2 threads) and batch 1 share the 2 cores at 2/3 speed, both done at 25; the last
+    # step runs alone: 35. With the training thread alone, the three never wait: 20, 30.
+    two = simulate_epoch([(0.010, 0.0)] * 2, 1, 2, 2, step=(0.010, 0.0), step_threads=2)
+    assert (two["last_take"], two["seconds"]) == pytest.approx((0.025, 0.035))
+    assert two["runq_main_s"] == pytest.approx(0.005)  # the training thread's wait only
+    one = simulate_epoch([(0.010, 0.0)] * 2, 1, 2, 2, step=(0.010, 0.0))
+    assert (one["last_take"], one["seconds"]) == pytest.approx((0.020, 0.030))
+
+
 def test_a_handoff_latency_is_hidden_by_a_deeper_prefetch():
     # One worker, two 10 ms batches: with prefetch_factor 1 the second index is sent when the
     # first batch is taken (10 ms) and reaches the worker 5 ms later: 15..25 ms. With 2 it was
@@ -973,6 +985,36 @@ def test_the_measurement_counts_the_cpu_of_sending_and_receiving_a_batch():
     # it (a next() that unpickled a batch that came early, from the other worker, and kept it
     # for later, paid 6 ms; the next() that took it from there, nothing).
     assert len(m.steps) == 12 and m.mean_step()[0] >= 0.003, m.steps
+    tuned.close()
+
+
+def test_the_measurement_counts_the_steps_other_threads():
+    # The step's parallel regions run on more threads than the training thread (torch's intra-op
+    # pool): planted, each step burns 3 ms on the training thread and 3 ms on a thread of its
+    # own; the process's CPU in the steps is twice the training thread's.
+    import threading
+    from lotus.autotune import AutotunedLoader
+    got = []
+
+    class Spy(Tuner):
+        def decide(self, m):
+            got.append(m)
+            return super().decide(m)
+
+    loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=1)
+    tuned = AutotunedLoader(loader, verbose=False, max_workers=1)
+    tuned.tuner.__class__ = Spy
+    for _batch in tuned:
+        helper = threading.Thread(target=_burn, args=(0.003,))
+        helper.start()
+        _burn(0.003)
+        helper.join()
+    m = got[0]
+    # The training thread's step: its 3 ms, and starting the helper, and receiving the batch;
+    # the other threads' CPU in the steps, per step: the helper's 3 ms (and little more).
+    assert m.mean_step()[0] >= 0.003
+    assert 0.0029 <= (m.step_threads - 1) * m.mean_step()[0] <= 0.0045, m.step_threads
+    assert tuned.decisions[0]["previous"]["step_threads"] == m.step_threads
     tuned.close()
 
 

@@ -26,7 +26,7 @@ using outcome = std::tuple<double, double, double, double, double, std::uint64_t
 outcome simulate(const std::vector<std::pair<double, double>>& batches, unsigned workers,
                  unsigned prefetch_factor, double cores, double step_cpu_s, double step_off_s,
                  bool unordered, const std::vector<double>& worker_begin_s, double foreign,
-                 double handoff_s, double side_cpu_s) {
+                 double handoff_s, double side_cpu_s, double step_threads) {
   lotus_tool::epoch_inputs in;
   in.cpu_s.reserve(batches.size());
   in.off_s.reserve(batches.size());
@@ -44,6 +44,7 @@ outcome simulate(const std::vector<std::pair<double, double>>& batches, unsigned
   in.foreign = foreign;
   in.handoff_s = handoff_s;
   in.side_cpu_s = side_cpu_s;
+  in.step_threads = step_threads;
   lotus_tool::epoch_outcome o;
   {
     py::gil_scoped_release unlocked;  // the pin-memory thread and others run meanwhile
@@ -85,11 +86,12 @@ void add_model(py::module_& m) {
   m.def("_simulate_epoch", &simulate, py::arg("batches"), py::arg("workers"),
         py::arg("prefetch_factor"), py::arg("cores"), py::arg("step_cpu_s"), py::arg("step_off_s"),
         py::arg("unordered"), py::arg("worker_begin_s"), py::arg("foreign"), py::arg("handoff_s"),
-        py::arg("side_cpu_s") = 0.0,
+        py::arg("side_cpu_s") = 0.0, py::arg("step_threads") = 1.0,
         "_simulate_epoch(batches, workers, prefetch_factor, cores, step_cpu_s, step_off_s, "
-        "unordered, worker_begin_s, foreign, handoff_s, side_cpu_s=0): one epoch of lotus-tool "
-        "whatif's DataLoader model (model/epoch_model.hpp); batches: (cpu_s, off_s) per batch; "
-        "side_cpu_s: a batch's CPU on its worker's feeder thread. Returns "
+        "unordered, worker_begin_s, foreign, handoff_s, side_cpu_s=0, step_threads=1): one epoch "
+        "of lotus-tool whatif's DataLoader model (model/epoch_model.hpp); batches: (cpu_s, off_s) "
+        "per batch; side_cpu_s: a batch's CPU on its worker's feeder thread; step_threads: the "
+        "threads the step's CPU part keeps busy. Returns "
         "(seconds, last_take, wait_s, runq_workers_s, runq_main_s, out_of_order).");
   m.def("_predict_memory", &predict_memory, py::arg("shared_bytes"),
         py::arg("worker_private_bytes"), py::arg("worker_start_private_bytes"),

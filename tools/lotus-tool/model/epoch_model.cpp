@@ -38,7 +38,7 @@ class epoch_run {
   const epoch_inputs& in_;
   const std::size_t n_;
   const unsigned workers_;
-  const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_, side_cpu_s_;
+  const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_, side_cpu_s_, step_threads_;
   std::vector<std::deque<std::size_t>> queue_;
   std::vector<std::deque<std::size_t>> side_;  // batches a worker's feeder has yet to finish
   std::vector<double> side_remaining_;         // the CPU left of the head of side_[w]
@@ -65,6 +65,7 @@ epoch_run::epoch_run(const epoch_inputs& in)
       foreign_(std::max(0.0, in.foreign)),
       handoff_s_(std::max(0.0, in.handoff_s)),
       side_cpu_s_(std::max(0.0, in.side_cpu_s)),
+      step_threads_(std::max(1.0, in.step_threads)),
       queue_(workers_),
       side_(workers_),
       side_remaining_(workers_, 0),
@@ -180,7 +181,8 @@ epoch_outcome epoch_run::run() {
     for (unsigned w = 0; w < workers_; ++w) {
       if (current_[w] != k_idle && on_cpu_[w]) ++workers_on_cpu;
     }
-    const unsigned busy = workers_on_cpu + feeders_on_cpu() + (main_state_ == 2 ? 1u : 0u);
+    const double busy =
+        workers_on_cpu + feeders_on_cpu() + (main_state_ == 2 ? step_threads_ : 0.0);
     const double rate = busy > 0 ? std::min(1.0, cores_ / (busy + foreign_)) : 0.0;
     // The next event: the earliest of the step's end (or its phase's), each busy worker's
     // completion (or the end of its off-CPU part), and a waiting worker's start. The event is

@@ -6,7 +6,8 @@
 // (or any order), and processor sharing of C cores by every thread that wants one at an instant
 // (k such threads each run at min(1, C / (k + foreign))). A batch is an off-CPU part (I/O,
 // sleeps: no core) followed by a CPU part; the consumer's step an off-core part followed by a
-// CPU part that shares the cores with the workers. A worker's batch may also cost CPU on another
+// CPU part that shares the cores with the workers (its training thread, and as many more threads
+// as its parallel regions keep busy beside it). A worker's batch may also cost CPU on another
 // thread of the worker after its CPU part (PyTorch's queue feeder thread pickling it, moving its
 // tensors to shared memory): that thread shares the cores too, the batch can be taken only once
 // it is done, and the worker goes on to its next batch meanwhile.
@@ -48,6 +49,11 @@ struct epoch_inputs {
   /// pickling it, its tensors into shared memory), one batch at a time per worker; the batch is
   /// ready when it is done. 0: the batch is ready as its CPU part ends.
   double side_cpu_s = 0;
+  /// The threads the consumer's step keeps on the cores during its CPU part (torch's intra-op
+  /// threads beside the training thread): the step's CPU part is the training thread's, and
+  /// step_threads - 1 more threads want a core as long as it runs. <= 1: the training thread
+  /// alone.
+  double step_threads = 1;
 };
 
 struct epoch_outcome {

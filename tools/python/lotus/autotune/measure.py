@@ -46,7 +46,9 @@ class EpochMeasurement:
     (pickling the batch, moving its tensors into shared memory): the mean, between two batches
     of a worker, of the worker process's CPU time less the batch's own (side_of). A step's CPU
     part includes the consumer's CPU time in next() (unpickling the batch, sending the next
-    index), and step_runq_s its run-queue wait there. memory: the memory model's
+    index), and step_runq_s its run-queue wait there. step_threads: the main process's CPU time
+    in its steps (and next()) over its training thread's there (1 or more): torch's intra-op
+    threads running the step's parallel regions beside it. memory: the memory model's
     inputs as measured from /proc at the epoch's boundaries (_TreeMemory.inputs), or None
     (model.memory_inputs then takes main_rss and worker_rss).
     """
@@ -54,7 +56,7 @@ class EpochMeasurement:
     def __init__(self, workers, prefetch_factor, batches, steps, seconds, wait_s=0.0, start_s=0.0,
                  main_rss=0, worker_rss=0, step_runq_s=0.0, worker_start_s=None,
                  batch_runq_s=0.0, handoff_s=0.0, warmup=None, memory=None, worker_init_s=0.0,
-                 side_s=0.0):
+                 side_s=0.0, step_threads=1.0):
         self.workers = workers
         self.prefetch_factor = prefetch_factor
         self.batches = list(batches)
@@ -72,6 +74,7 @@ class EpochMeasurement:
         self.memory = memory
         self.worker_init_s = worker_init_s
         self.side_s = side_s
+        self.step_threads = step_threads
 
     def mean_step(self):
         if not self.steps:
@@ -487,7 +490,8 @@ class _Epoch:
         self.number = owner._epochs
         self.batches, self.steps, self.takes, self.spans = [], [], [], []
         self.procs = {}  # worker pid -> [(its process CPU at the batch's end, the batch's CPU)]
-        self._recv = (0.0, 0.0)  # the consumer's CPU and run-queue wait in the last next()
+        self._recv = (0.0, 0.0, 0.0)  # the consumer's CPU, run-queue wait, process CPU in next()
+        self.step_cpu = self.step_proc = 0.0  # the training thread's CPU in steps, the process's
         self.first_start = {}
         self.main_rss, self.worker_rss = _rss(), 0
         self.tree = _TreeMemory()
@@ -525,17 +529,21 @@ class _Epoch:
             self._gpu.before()
         w0 = _time.perf_counter()
         if self._step is not None:
-            s_wall, s_cpu, s_runq = self._step
+            s_wall, s_cpu, s_runq, s_proc = self._step
             self._step = None
             runq = _runq_s() - s_runq
             cpu = _time.thread_time() - s_cpu
-            recv_cpu, recv_runq = self._recv
+            proc = _time.process_time() - s_proc
+            recv_cpu, recv_runq, recv_proc = self._recv
             self.step_runq += runq + recv_runq
+            self.step_cpu += cpu + recv_cpu
+            self.step_proc += proc + recv_proc
             self.steps.append((cpu + recv_cpu, max(0.0, w0 - s_wall - cpu - runq)))
             w0 = _time.perf_counter()
         if self.it is None:
             raise StopIteration
-        c0, r0 = (_time.thread_time(), _runq_s()) if self.workers > 0 else (0.0, 0.0)
+        c0, r0, p0 = ((_time.thread_time(), _runq_s(), _time.process_time()) if self.workers > 0
+                      else (0.0, 0.0, 0.0))
         try:
             item = next(self.it)
         except StopIteration:
@@ -556,7 +564,7 @@ class _Epoch:
             raise
         took = _time.perf_counter()
         if self.workers > 0:  # what receiving the batch cost the consumer (not its wait)
-            self._recv = (_time.thread_time() - c0, _runq_s() - r0)
+            self._recv = (_time.thread_time() - c0, _runq_s() - r0, _time.process_time() - p0)
         if self._gpu is not None:
             self._gpu.after()
         self.wait += took - w0
@@ -579,8 +587,15 @@ class _Epoch:
         if took - self._rss_at >= 0.02:  # the main process's Pss, at most every 20 ms
             self._rss_at = took
             self.main_rss = max(self.main_rss, _rss(cached=True))
-        self._step = (_time.perf_counter(), _time.thread_time(), _runq_s())
+        self._step = (_time.perf_counter(), _time.thread_time(), _runq_s(), _time.process_time())
         return item.batch
+
+    def step_threads(self):
+        """The main process's CPU in the steps over its training thread's (1 or more; 1 where the
+        steps took under a millisecond of CPU)."""
+        if self.step_cpu < 1e-3:
+            return 1.0
+        return max(1.0, self.step_proc / self.step_cpu)
 
     def measurement(self, setting, persistent, last_start_s):
         """The EpochMeasurement of this epoch, run at `setting` (workers, prefetch_factor), with
@@ -607,4 +622,5 @@ class _Epoch:
                                 if workers else 0.0,
                                 memory=self.tree.inputs(workers, len(self.batches))
                                 if workers else None, worker_init_s=init_s,
-                                side_s=side_of(self.procs) if workers else 0.0)
+                                side_s=side_of(self.procs) if workers else 0.0,
+                                step_threads=self.step_threads())

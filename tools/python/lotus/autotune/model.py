@@ -14,7 +14,8 @@ from .. import _lotus
 
 
 def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), unordered=False,
-                   start_s=0.0, foreign=0.0, handoff=0.0, begin=None, init_s=0.0, side=0.0):
+                   start_s=0.0, foreign=0.0, handoff=0.0, begin=None, init_s=0.0, side=0.0,
+                   step_threads=1.0):
     """One epoch of the model (times in seconds).
 
     batches: a list of (cpu_s, off_s) per batch in index order: cpu_s is the time the batch takes
@@ -36,6 +37,8 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
     side: a batch's CPU time on its worker's second thread once the worker is done with it
       (PyTorch's queue feeder pickling it, its tensors into shared memory), a batch at a time
       per worker, sharing the cores; the batch can be taken once it is done.
+    step_threads: the threads the step's CPU part keeps on the cores (torch's intra-op threads
+      beside the training thread; step[0] is the training thread's CPU): 1 or more.
     Returns a dict: seconds (the end of the last step), last_take (the last batch taken: what
     lotus-tool whatif calls the epoch), wait_s (the consumer's time waiting for data), the
     run-queue wait the sharing predicts: runq_workers_s (summed over the batches), runq_main_s
@@ -51,7 +54,7 @@ def simulate_epoch(batches, workers, prefetch_factor, cores, step=(0.0, 0.0), un
         batches, workers, max(1, int(prefetch_factor)),
         float(cores) if cores and cores > 0 else 1.0, max(0.0, step[0]), max(0.0, step[1]),
         bool(unordered), [float(b) for b in begin], max(0.0, float(foreign)),
-        max(0.0, float(handoff)), max(0.0, float(side)))
+        max(0.0, float(handoff)), max(0.0, float(side)), max(1.0, float(step_threads)))
     return {"seconds": seconds, "last_take": last_take, "wait_s": wait_s,
             "runq_workers_s": runq_workers, "runq_main_s": runq_main,
             "out_of_order": out_of_order}

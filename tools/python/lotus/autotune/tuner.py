@@ -178,7 +178,8 @@ class Tuner:
             fitted, cores = fit
         r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s,
                            init_s=getattr(m, "worker_init_s", 0.0),
-                           foreign=fitted, handoff=m.handoff_s, side=getattr(m, "side_s", 0.0))
+                           foreign=fitted, handoff=m.handoff_s, side=getattr(m, "side_s", 0.0),
+                           step_threads=getattr(m, "step_threads", 1.0))
         return r["seconds"]
 
     def _inputs(self, m):
@@ -201,7 +202,8 @@ class Tuner:
             r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, cores or self.cores,
                                step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s,
                                init_s=getattr(m, "worker_init_s", 0.0),
-                               side=getattr(m, "side_s", 0.0))
+                               side=getattr(m, "side_s", 0.0),
+                               step_threads=getattr(m, "step_threads", 1.0))
             return r["runq_workers_s"] + r["runq_main_s"]
 
         foreign, cores = 0.0, self.cores
@@ -750,6 +752,7 @@ class Tuner:
                           "foreign_threads": m.foreign, "cores_fitted": m.cores,
                           "handoff_seconds": m.handoff_s,
                           "side_seconds": getattr(m, "side_s", 0.0),
+                          "step_threads": getattr(m, "step_threads", 1.0),
                           "steady_epoch_seconds": r.steady_now, "warmup": r.warm,
                           "noise": self._noise},
              "predicted_peak_rss_bytes": predict_memory(m, nxt[0], nxt[1]),
