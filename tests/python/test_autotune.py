@@ -883,6 +883,30 @@ def test_autotune_is_exported_and_runs_a_dataloader_in_place():
     check_lines(out.getvalue().splitlines(), d)
 
 
+def test_once_settled_it_measures_nothing_but_says_each_epoch():
+    # Settled (here after its first decision), workers not persistent: each later epoch runs the
+    # plain loader (the loader's own collate_fn) and is checked by its time alone, one printed
+    # line each, every figure the decision's.
+    loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=1)
+    out = io.StringIO()
+    tuned = lotus.torch.autotune(loader, max_workers=2, stream=out)
+    real = tuned.tuner.decide
+
+    def decide(m):
+        nxt = real(m)
+        tuned.tuner._settle()
+        return nxt
+    tuned.tuner.decide = decide
+    for _ in range(3):
+        assert sorted(x for b in tuned for x in b[:, 0].tolist()) == list(range(24))
+    assert tuned._current.collate_fn is loader.collate_fn
+    tuned.close()
+    d = tuned.decisions
+    assert [x.get("quiet", False) for x in d] == [False, True, True]
+    assert d[1]["previous"]["workers"] == d[0]["workers"] == d[2]["workers"]
+    check_lines(out.getvalue().splitlines(), d)
+
+
 def test_the_measurement_splits_cpu_and_off_cpu_time():
     from lotus.autotune import AutotunedLoader
 

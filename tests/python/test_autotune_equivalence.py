@@ -305,3 +305,53 @@ def test_a_failing_decision_is_a_warning_not_the_loops_exception():
         got, _ = run(tuned, 3)
     tuned.close()
     assert got == want and tuned.setting == (2, 2)
+
+
+def settling(tuned, plan):
+    """The real tuner decides (its decisions recorded), but the tuned loader takes plan[k] after
+    epoch k + 1 and settles after the last: from then on its epochs run the plain loader."""
+    moves = list(plan)
+    tuner = tuned.tuner
+    real = tuner.decide
+
+    def decide(m):
+        real(m)
+        nxt = moves.pop(0)
+        tuner.workers, tuner.prefetch_factor = nxt
+        tuner.decisions[-1].update(workers=nxt[0], prefetch_factor=nxt[1])
+        if not moves:
+            tuner._settle()
+        return nxt
+    tuner.decide = decide
+    return tuned
+
+
+@pytest.mark.parametrize("case", ["shuffle", "batch_sampler"])
+def test_settled_epochs_run_the_plain_loader_and_receive_the_same(case):
+    # Once settled the tuned loader measures nothing: its DataLoader takes the loader's own
+    # collate_fn and the sampler's own iterator. The samples, their order, the workers' seeds and
+    # the sampler's draws stay the plain loader's, through the switch and after it.
+    def make_loader():
+        g = torch.Generator()
+        g.manual_seed(9)
+        if case == "shuffle":
+            return make(9, persistent=False, worker_init_fn=configure_worker)
+        return torch.utils.data.DataLoader(Indexed(), batch_sampler=DrawingBatches(g),
+                                           generator=g, num_workers=2)
+    plain = make_loader()
+    want, _ = run(plain, 6)
+    loader = make_loader()
+    tuned = settling(lotus.torch.autotune(loader, verbose=False), [(3, 2), (1, 2)])
+    got, pids = run(tuned, 6)
+    assert tuned._current.collate_fn is loader.collate_fn  # the plain one, not measured
+    tuned.close()
+    ran_plan(pids, [(2, 2), (3, 2), (1, 2), (1, 2), (1, 2), (1, 2)])
+    assert got == want
+    assert torch.equal(loader.generator.get_state(), plain.generator.get_state())
+    d = tuned.decisions
+    assert len(d) == 6 and [x.get("quiet", False) for x in d] == [False] * 2 + [True] * 4
+    for x in d[2:]:
+        assert x["settled"] and (x["workers"], x["prefetch_factor"]) == (1, 2)
+        assert x["previous"]["measured_epoch_seconds"] > 0
+    for x in d[:-1]:  # each decision checked against the epoch that followed it
+        assert x["measured_epoch_seconds"] is not None and x["error"] is not None

@@ -398,6 +398,7 @@ class _Indices:
     def __init__(self, sampler, generator):
         self.sampler = sampler
         self.generator = generator
+        self.measure = True  # False: the sampler's own iterator, nothing marked (settled, quiet)
         self.workers = 0
         self.calls = 1
         self.seed_state = None
@@ -416,6 +417,8 @@ class _Indices:
             self._made += 1
             if self.seed_state is None:
                 self.seed_state = _rng_state(self.generator)
+        if not self.measure:
+            return self._it
         stateful = callable(getattr(self._it, "state_dict", None)) and callable(
             getattr(self._it, "load_state_dict", None))
         return (_StatefulSent if stateful else _Sent)(self._it, self.workers > 0)
@@ -476,6 +479,42 @@ def handoff_of(takes, spans, outstanding):
         return 0.0
     gaps.sort()
     return gaps[len(gaps) // 2]
+
+
+class _QuietEpoch:
+    """One epoch's iterator once the tuner settled: the plain DataLoader's, timed from iter() to
+    its end and nothing else (AutotunedLoader._quiet). An exception passes through as it came; an
+    epoch in which one was raised, or left early, checks nothing."""
+
+    def __init__(self, owner, it, t0):
+        self.owner, self.it, self.t0 = owner, it, t0
+        self.number = owner._epochs
+        self.failed = False
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self.owner)
+
+    def __next__(self):
+        if self.it is None:
+            raise StopIteration
+        try:
+            return next(self.it)
+        except StopIteration:
+            seconds = _time.perf_counter() - self.t0
+            self.it = None
+            if not self.failed and self.number == self.owner._epochs:
+                try:
+                    self.owner._end_quiet(seconds)
+                except Exception as e:  # noqa: BLE001 (the tuner's failure is not the loop's)
+                    _warnings.warn(f"lotus.autotune: checking a settled epoch failed "
+                                   f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
+            raise
+        except BaseException:
+            self.failed = True
+            raise
 
 
 class _Epoch:

@@ -521,6 +521,33 @@ class Tuner:
         self.settled = True
         self._pending = None
 
+    def quiet_epoch(self, seconds):
+        """An epoch once settled, measured by its time alone (AutotunedLoader then runs the plain
+        loader: nothing else is measured, and nothing changes): the last decision is checked
+        against it, and one more decision keeps the setting, predicted to take as long. Returns
+        the setting."""
+        t_decide = _time.perf_counter()
+        last = self.decisions[-1]
+        last["measured_epoch_seconds"] = seconds
+        last["error"] = (abs(last["predicted_epoch_seconds"] - seconds) / seconds
+                         if seconds > 0 else 0.0)
+        cur = (self.workers, self.prefetch_factor)
+        d = _copy.deepcopy(last)
+        d.update({"epoch": last["epoch"] + 1, "workers": cur[0], "prefetch_factor": cur[1],
+                  "predicted_epoch_seconds": seconds, "measured_epoch_seconds": None,
+                  "changed": False, "settled": True, "error": None, "held_small": False,
+                  "probe": False, "refused": [], "load": None, "quiet": True,
+                  "reason": "settled; its batches are no longer measured (the plain loader runs: "
+                            "its epoch time alone checks the setting)"})
+        d["previous"].update({"workers": cur[0], "prefetch_factor": cur[1],
+                              "measured_epoch_seconds": seconds, "warmup": False})
+        self._history.append((cur, seconds, self._last_fit, False))
+        d["decide_seconds"] = _time.perf_counter() - t_decide
+        self.decisions.append(d)
+        if self.log:
+            self.log(decision_line(d, last))
+        return cur
+
     def _choose(self, r):
         """The model's choice among the settings that fit the memory budget, held back by the
         rules of _held (careful after a miss, a gain too small, a restart not repaid, a setting
