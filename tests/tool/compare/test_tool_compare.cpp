@@ -9,6 +9,7 @@
 
 #include "catch.hpp"
 #include "compare/diff.hpp"
+#include "model/epoch_model.hpp"
 #include "model/run.hpp"
 #include "model/tune.hpp"
 #include "model/whatif.hpp"
@@ -105,6 +106,62 @@ TEST_CASE("whatif model: a slow batch makes later ones arrive out of order, unle
   m.unordered = false;
   const loader_prediction o = simulate_loader(e, m);
   CHECK(u.epoch_seconds < o.epoch_seconds);
+}
+
+TEST_CASE("epoch model: a batch's feeder thread and the step's threads share the cores",
+          "[tool][compare][whatif]") {
+  // The terms lotus.torch.autotune measures (lotus-tool passes none): hand-computed epochs, the
+  // same as tests/python/test_autotune.py's through the Python module.
+  epoch_inputs in;
+  in.cpu_s = {0.010, 0.010};
+  in.off_s = {0.0, 0.0};
+  in.workers = 1;
+  in.prefetch_factor = 2;
+  SECTION("a feeder: one core, the worker's next batch and the feeder at half speed") {
+    in.cores = 1;
+    in.side_cpu_s = 0.005;
+    const epoch_outcome o = simulate_epoch(in);
+    CHECK(o.converged);
+    CHECK(o.last_take == Approx(0.030));
+    CHECK(o.runq_workers_s == Approx(0.005));  // the worker's wait, not the feeder's
+    in.cores = 2;                              // the feeder on the second core
+    CHECK(simulate_epoch(in).last_take == Approx(0.025));
+  }
+  SECTION("two workers, four batches, feeders: 60 ms of CPU on two cores") {
+    in.cores = 2;
+    in.workers = 2;
+    in.cpu_s.assign(4, 0.010);
+    in.off_s.assign(4, 0.0);
+    in.side_cpu_s = 0.005;
+    CHECK(simulate_epoch(in).last_take == Approx(0.030));
+    in.side_cpu_s = 0;
+    CHECK(simulate_epoch(in).last_take == Approx(0.020));
+  }
+  SECTION("a step on two threads: the worker and the step at 2/3 speed on two cores") {
+    in.cores = 2;
+    in.step_cpu_s = 0.010;
+    in.step_threads = 2;
+    const epoch_outcome o = simulate_epoch(in);
+    CHECK(o.last_take == Approx(0.025));
+    CHECK(o.seconds == Approx(0.035));
+    CHECK(o.runq_main_s == Approx(0.005));
+    in.step_threads = 1;
+    CHECK(simulate_epoch(in).seconds == Approx(0.030));
+  }
+  SECTION("many batches end: every batch taken, whatever the feeders' rounding") {
+    in.cores = 1.5;
+    in.workers = 3;
+    in.cpu_s.assign(1000, 0.0013);
+    in.off_s.assign(1000, 0.0002);
+    in.side_cpu_s = 0.0007;
+    in.step_cpu_s = 0.0004;
+    in.step_threads = 1.7;
+    const epoch_outcome o = simulate_epoch(in);
+    CHECK(o.converged);
+    CHECK(o.batches == 1000);
+    // No faster than the cores allow: every CPU second shared by 1.5 cores.
+    CHECK(o.seconds >= 1000 * (0.0013 + 0.0007 + 0.0004) / 1.5 - 1e-9);
+  }
 }
 
 TEST_CASE("whatif: predict_workers replays the measured setting and scales worker time",
