@@ -120,7 +120,7 @@ class AutotunedLoader:
     def _quiet(self, setting):
         """Once the tuner settled, an epoch is measured by its time alone, through the plain
         collate_fn and sampler: per batch the measurement cost the zoo's short CPU-bound epochs
-        13-16 % (hf_datasets, 94 batches of 4 ms: its clocks, the indices carried to mark each
+        7-16 % (hf_datasets, 94 batches of 4 ms: its clocks, the indices carried to mark each
         batch's start, worker 0's and the consumer's memory readings), and once settled nothing
         reads it. Not where persistent workers run: the plain loader would restart them."""
         return self.tuner.settled and (setting[0] == 0 or not self._kwargs["persistent_workers"])
