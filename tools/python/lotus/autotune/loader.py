@@ -214,8 +214,9 @@ class AutotunedLoader:
         self._setting = self.tuner.decide(m)
 
     def _end_quiet(self, seconds):
-        """A settled epoch ran to its end: its time checks the last decision."""
-        self._setting = self.tuner.quiet_epoch(seconds)
+        """A settled epoch ran to its end: its time checks the last decision (the setting stays
+        the one that ran)."""
+        self.tuner.quiet_epoch(seconds)
 
 
 class AutotunedStatefulLoader(AutotunedLoader):
