@@ -972,20 +972,27 @@ def _costly_arrived(i, recv_ms):
     return i
 
 
+class Costly(torch.utils.data.Dataset):
+    """12 samples of 2 ms of CPU each, each costing 4 ms to send and 3 ms to receive (module
+    level: Python 3.14's default start method, forkserver, pickles the dataset)."""
+
+    def __len__(self):
+        return 12
+
+    def __getitem__(self, i):
+        _burn(0.002)
+        return _Costly(i, 4, 3)
+
+
+def _first(samples):
+    return samples[0]
+
+
 def test_the_measurement_counts_the_cpu_of_sending_and_receiving_a_batch():
     # PyTorch pickles a batch on the worker's queue feeder thread, not in the loop that made
     # it, and unpickles it in the consumer's next(): CPU on the cores that the batch's and the
     # step's own clocks do not see. Planted: 4 ms to send a batch, 3 ms to receive it.
     from lotus.autotune import AutotunedLoader
-
-    class Costly(torch.utils.data.Dataset):
-        def __len__(self):
-            return 12
-
-        def __getitem__(self, i):
-            _burn(0.002)
-            return _Costly(i, 4, 3)
-
     got = []
 
     class Spy(Tuner):
@@ -994,7 +1001,7 @@ def test_the_measurement_counts_the_cpu_of_sending_and_receiving_a_batch():
             return super().decide(m)
 
     loader = torch.utils.data.DataLoader(Costly(), batch_size=1, num_workers=2,
-                                         collate_fn=lambda b: b[0])
+                                         collate_fn=_first)
     tuned = AutotunedLoader(loader, verbose=False, max_workers=2)
     tuned.tuner.__class__ = Spy
     seen = sorted(tuned)
