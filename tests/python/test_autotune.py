@@ -907,9 +907,28 @@ def test_once_settled_it_measures_nothing_but_says_each_epoch():
     check_lines(out.getvalue().splitlines(), d)
 
 
-def test_the_measurement_splits_cpu_and_off_cpu_time():
+def _one_epoch_measured(loader, max_workers, step=None):
+    """One epoch of `loader` tuned (step() after each batch): its EpochMeasurement, the tuned
+    loader (close it) and the epoch's batches."""
     from lotus.autotune import AutotunedLoader
+    got = []
 
+    class Spy(Tuner):
+        def decide(self, m):
+            got.append(m)
+            return super().decide(m)
+
+    tuned = AutotunedLoader(loader, verbose=False, max_workers=max_workers)
+    tuned.tuner.__class__ = Spy
+    batches = []
+    for batch in tuned:
+        batches.append(batch)
+        if step is not None:
+            step()
+    return got[0], tuned, batches
+
+
+def test_the_measurement_splits_cpu_and_off_cpu_time():
     class Burn(torch.utils.data.Dataset):
         def __len__(self):
             return 8
@@ -921,21 +940,9 @@ def test_the_measurement_splits_cpu_and_off_cpu_time():
             time.sleep(0.02)
             return torch.tensor([i])
 
-    got = []
-
-    class Spy(Tuner):
-        def decide(self, m):
-            got.append(m)
-            return super().decide(m)
-
     loader = torch.utils.data.DataLoader(Burn(), batch_size=2, num_workers=1)
-    tuned = AutotunedLoader(loader, verbose=False, max_workers=1)
-    tuned.tuner.__class__ = Spy
-    for _batch in tuned:
-        end = time.thread_time() + 0.002  # the consumer's step: 2 ms of CPU
-        while time.thread_time() < end:
-            pass
-    m = got[0]
+    # the consumer's step: 2 ms of CPU
+    m, _tuned, _ = _one_epoch_measured(loader, 1, step=lambda: _burn(0.002))
     assert len(m.batches) == 4 and len(m.steps) == 4
     for cpu, off in m.batches:
         # 2 samples: 6 ms of CPU (burnt by the thread's own clock: exact), 40 ms asleep (seen
@@ -992,21 +999,10 @@ def test_the_measurement_counts_the_cpu_of_sending_and_receiving_a_batch():
     # PyTorch pickles a batch on the worker's queue feeder thread, not in the loop that made
     # it, and unpickles it in the consumer's next(): CPU on the cores that the batch's and the
     # step's own clocks do not see. Planted: 4 ms to send a batch, 3 ms to receive it.
-    from lotus.autotune import AutotunedLoader
-    got = []
-
-    class Spy(Tuner):
-        def decide(self, m):
-            got.append(m)
-            return super().decide(m)
-
     loader = torch.utils.data.DataLoader(Costly(), batch_size=1, num_workers=2,
                                          collate_fn=_first)
-    tuned = AutotunedLoader(loader, verbose=False, max_workers=2)
-    tuned.tuner.__class__ = Spy
-    seen = sorted(tuned)
-    assert seen == list(range(12))  # the planted objects arrived as themselves
-    m = got[0]
+    m, tuned, seen = _one_epoch_measured(loader, 2)
+    assert sorted(seen) == list(range(12))  # the planted objects arrived as themselves
     # Each batch's own CPU is its 2 ms; the rest of its worker's, per batch, its 4 ms feeder
     # (and the loop between batches: a little more, never less).
     for cpu, _off in m.batches:
@@ -1024,23 +1020,15 @@ def test_the_measurement_counts_the_steps_other_threads():
     # pool): planted, each step burns 3 ms on the training thread and 3 ms on a thread of its
     # own; the process's CPU in the steps is twice the training thread's.
     import threading
-    from lotus.autotune import AutotunedLoader
-    got = []
 
-    class Spy(Tuner):
-        def decide(self, m):
-            got.append(m)
-            return super().decide(m)
-
-    loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=1)
-    tuned = AutotunedLoader(loader, verbose=False, max_workers=1)
-    tuned.tuner.__class__ = Spy
-    for _batch in tuned:
+    def step():
         helper = threading.Thread(target=_burn, args=(0.003,))
         helper.start()
         _burn(0.003)
         helper.join()
-    m = got[0]
+
+    loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=1)
+    m, tuned, _ = _one_epoch_measured(loader, 1, step=step)
     # The training thread's step: its 3 ms, and starting the helper, and receiving the batch;
     # the other threads' CPU in the steps, per step: the helper's 3 ms (and little more).
     assert m.mean_step()[0] >= 0.003
@@ -1058,21 +1046,9 @@ def test_the_measurement_of_start_up_and_of_the_tree_memory():
     # have started: a worker's start-up is iter()'s time / N; what a worker does on its own
     # before its first batch (a 0.5 s worker_init_fn) runs in parallel and is measured apart.
     # The memory model's inputs come from /proc at the epoch's boundaries.
-    from lotus.autotune import AutotunedLoader
-    got = []
-
-    class Spy(Tuner):
-        def decide(self, m):
-            got.append(m)
-            return super().decide(m)
-
     loader = torch.utils.data.DataLoader(Sleepy(), batch_size=4, num_workers=3,
                                          worker_init_fn=_slow_init)
-    tuned = AutotunedLoader(loader, verbose=False, max_workers=3)
-    tuned.tuner.__class__ = Spy
-    for _batch in tuned:
-        pass
-    m = got[0]
+    m, tuned, _ = _one_epoch_measured(loader, 3)
     assert m.start_s > 0 and m.worker_init_s >= 0.2  # the 0.5 s sleep, less up to 3 forks
     # The model begins every worker after the 3 start-ups and its own worker_init_fn.
     one = simulate_epoch([(0.0, 0.0)], 3, 2, 2, start_s=m.start_s, init_s=m.worker_init_s)

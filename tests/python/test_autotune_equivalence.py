@@ -332,10 +332,10 @@ def test_settled_epochs_run_the_plain_loader_and_receive_the_same(case):
     # collate_fn and the sampler's own iterator. The samples, their order, the workers' seeds and
     # the sampler's draws stay the plain loader's, through the switch and after it.
     def make_loader():
-        g = torch.Generator()
-        g.manual_seed(9)
         if case == "shuffle":
             return make(9, persistent=False, worker_init_fn=configure_worker)
+        g = torch.Generator()
+        g.manual_seed(9)
         return torch.utils.data.DataLoader(Indexed(), batch_sampler=DrawingBatches(g),
                                            generator=g, num_workers=2)
     plain = make_loader()

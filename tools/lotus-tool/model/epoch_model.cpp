@@ -40,8 +40,10 @@ class epoch_run {
   const unsigned workers_;
   const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_, side_cpu_s_, step_threads_;
   std::vector<std::deque<std::size_t>> queue_;
-  std::vector<std::deque<std::size_t>> side_;  // batches a worker's feeder has yet to finish
-  std::vector<double> side_remaining_;         // the CPU left of the head of side_[w]
+  // Per worker, the batches its feeder has yet to finish and the CPU left of the first; empty
+  // without feeders (side_cpu_s 0: lotus-tool's whatif and tune, no allocation per replay).
+  std::vector<std::deque<std::size_t>> side_;
+  std::vector<double> side_remaining_;
   std::vector<std::size_t> current_;
   std::vector<char> on_cpu_;  // in its CPU part (else off the CPU until off_end)
   std::vector<double> remaining_, off_end_, ready_, avail_, visible_;
@@ -67,8 +69,8 @@ epoch_run::epoch_run(const epoch_inputs& in)
       side_cpu_s_(std::max(0.0, in.side_cpu_s)),
       step_threads_(std::max(1.0, in.step_threads)),
       queue_(workers_),
-      side_(workers_),
-      side_remaining_(workers_, 0),
+      side_(side_cpu_s_ > 0 ? workers_ : 0u),
+      side_remaining_(side_.size(), 0),
       current_(workers_, k_idle),
       on_cpu_(workers_, 0),
       remaining_(workers_, 0),
@@ -218,7 +220,7 @@ epoch_outcome epoch_run::run() {
       }
     }
     unsigned first_side = workers_;  // the feeder whose event is the next, if any
-    for (unsigned w = 0; w < workers_; ++w) {
+    for (unsigned w = 0; w < side_.size(); ++w) {
       if (side_[w].empty()) continue;
       const double done = t_ + side_remaining_[w] / rate;
       if (done < next) {
@@ -255,7 +257,7 @@ void epoch_run::advance(double next, unsigned first, unsigned first_side, bool m
   }
   // The feeders first: a batch a worker completes below joins its feeder's queue after this
   // interval, in which it did not run there.
-  for (unsigned w = 0; w < workers_; ++w) {
+  for (unsigned w = 0; w < side_.size(); ++w) {
     if (side_[w].empty()) continue;
     side_remaining_[w] -= dt * rate;
     if (w == first_side || side_remaining_[w] <= 1e-12 || t_ + side_remaining_[w] / rate <= t_) {

@@ -612,8 +612,8 @@ class _Epoch:
         self.batches.append((item.cpu_s, item.off_s))
         self.batch_runq += item.runq_s
         self.first_start.setdefault(item.pid, item.start)
-        self.procs.setdefault(item.pid, []).append((item.proc_s, item.cpu_s))
         if self.workers > 0:
+            self.procs.setdefault(item.pid, []).append((item.proc_s, item.cpu_s))
             self.worker_rss = max(self.worker_rss, item.rss)
             try:
                 n = len(self.owner)

@@ -176,10 +176,8 @@ class Tuner:
         batches, step, fitted, cores = self._inputs(m)
         if fit is not None:
             fitted, cores = fit
-        r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s,
-                           init_s=getattr(m, "worker_init_s", 0.0),
-                           foreign=fitted, handoff=m.handoff_s, side=getattr(m, "side_s", 0.0),
-                           step_threads=getattr(m, "step_threads", 1.0))
+        r = simulate_epoch(batches, workers, pf, cores, step, start_s=start_s, foreign=fitted,
+                           **_measured_terms(m))
         return r["seconds"]
 
     def _inputs(self, m):
@@ -200,10 +198,7 @@ class Tuner:
 
         def runq(foreign=0.0, cores=None):
             r = simulate_epoch(m.batches, m.workers, m.prefetch_factor, cores or self.cores,
-                               step, start_s=m.start_s, foreign=foreign, handoff=m.handoff_s,
-                               init_s=getattr(m, "worker_init_s", 0.0),
-                               side=getattr(m, "side_s", 0.0),
-                               step_threads=getattr(m, "step_threads", 1.0))
+                               step, start_s=m.start_s, foreign=foreign, **_measured_terms(m))
             return r["runq_workers_s"] + r["runq_main_s"]
 
         foreign, cores = 0.0, self.cores
@@ -819,6 +814,13 @@ class _Round:
 def _load(fit):
     """A fitted load as one number: threads wanting a core, or cores taken away."""
     return fit[0] - fit[1]
+
+
+def _measured_terms(m):
+    """The model's terms a measurement carries beside its batches and step, as simulate_epoch
+    takes them (a measurement of an older lotus, or a test's, may lack the later ones)."""
+    return {"handoff": m.handoff_s, "init_s": getattr(m, "worker_init_s", 0.0),
+            "side": getattr(m, "side_s", 0.0), "step_threads": getattr(m, "step_threads", 1.0)}
 
 
 def _cpu_bound(batches):
