@@ -302,18 +302,43 @@ def assert_fork_gc_band(js):
         assert "if each runs one" in why or why.startswith("after the start, the model's"), js
 
 
-def fork_gc_rewritten(src, dst, full_gc_ns):
-    """A copy of trace `src` whose fork probes measured a full collection of full_gc_ns."""
+def fork_gc_rewritten(src, dst, full_gc_ns=None, distances=None):
+    """A copy of trace `src` whose fork probes measured a full collection of full_gc_ns (None:
+    as measured) and the collector distances `distances` (4 words; None: none measured, `-`)."""
     shutil.copytree(src, dst)
     for p in pathlib.Path(dst).glob(".lotustrace_log.lotus-meta_*"):
         lines = p.read_text().splitlines(keepends=True)
         for i, line in enumerate(lines):
             f = line.split()
-            if f and f[0] == "startup_forkprobe" and len(f) == 14:
-                f[10] = str(full_gc_ns)
+            if f and f[0] == "startup_forkprobe" and len(f) == 18:
+                if full_gc_ns is not None:
+                    f[10] = str(full_gc_ns)
+                f[14:18] = distances or ["-", "0", "-", "-"]
                 lines[i] = " ".join(f) + "\n"
         p.write_text("".join(lines))
     return dst
+
+
+def assert_fork_gc(js):
+    """whatif's fork prediction from the probes with a full collection measured: decided by the
+    collector's distances (the collection counted in full, or not at all) or, where they do not
+    tell, the midpoint or no claim (assert_fork_gc_band)."""
+    su = js["startup"]
+    decided = su["fork_full_gc"]
+    if not decided["decided"]:
+        assert_fork_gc_band(js)
+        return
+    base = su["predicted_ttfb_without_full_gc_ms"]
+    assert decided["first_iterator"] in ("first_batch", "later", "never"), decided
+    assert "allocations from its next full garbage collection" in decided["why"], decided
+    # The collection counted in the start where a worker's first batch runs it, else not.
+    counted = decided["ttfb_counted_ms"]
+    assert su["predicted_ttfb_ms"] == pytest.approx(base + counted), su
+    if "first_batch" in (decided["first_iterator"], decided["later_iterators"]):
+        assert counted > 0, decided
+    else:
+        assert counted == 0, decided
+    assert "ttfb_gc_half_ms" not in su and "epoch_gc_half_seconds" not in js, js
 
 
 def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
@@ -331,12 +356,17 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     main_pid = rows[0][0]
     for pid, fields in rows:
         assert pid == main_pid and fields[0] == "0" and fields[2] == "ok", fields
-        figures = [int(x) for x in fields[3:]]
-        assert len(figures) == 10 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
+        figures = [int(x) for x in fields[3:13]]
+        assert len(fields) == 17 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
         # The child's full collection after its batch: its time, the pages it copied, the part
         # of the batch that was one already (at most the batch), the collector on.
         assert figures[6] > 0 and figures[7] >= 0 and figures[8] <= figures[5], fields
         assert figures[9] == 1, fields
+        # The collector's distances (LOTUS_FORK_PROBE's marks): the untraced program's at the
+        # fork, exact or not, the child's first batch's use and a next one's (`-`: not known).
+        untraced, exact, first_use, next_use = fields[13:17]
+        assert exact in ("0", "1") and (untraced != "-" or exact == "0"), fields
+        assert all(x == "-" or int(x) >= 0 for x in (untraced, first_use, next_use)), fields
     workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
     assert len(workers) == 4  # 2 workers, 2 epochs
     assert trace_pids(out) == workers | {main_pid}
@@ -351,11 +381,13 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert su["fork_full_gc_ms"] > 0, su
     base = su["predicted_ttfb_without_full_gc_ms"]
     assert su["predicted_ttfb_with_full_gc_ms"] == pytest.approx(base + su["fork_full_gc_ms"]), su
-    # Whether a forked worker runs a full collection the run cannot tell: the midpoint of both
-    # outcomes is claimed where either lies within 15 % of it, for the start and the epoch.
-    assert_fork_gc_band(js)
-    # The rule on the same trace, its probes' collection set small and large: claimed at the
-    # midpoint, then neither claimed and both figures given.
+    # Whether a forked worker runs a full collection: decided from the collector's distances,
+    # or where they do not tell, the midpoint of both outcomes claimed where either lies within
+    # 15 % of it, for the start and the epoch.
+    assert_fork_gc(js)
+    # The rule where the distances do not tell, on the same trace (its distances taken out), its
+    # probes' collection set small and large: claimed at the midpoint, then neither claimed and
+    # both figures given.
     small = fork_gc_rewritten(out, tmp_path / "small", 1_000_000)  # 1 ms
     js = json.loads(tool("whatif", str(small), "--workers", "2", "--start-method", "fork",
                          "--json"))
@@ -442,6 +474,116 @@ if __name__ == "__main__":
             pass
     print(len(held))
 """
+
+
+# The program brought near its next full garbage collection (`near`: about 8000 allocations from
+# it; lotus's import and instrument() use about 3 k of them, torch's DataLoader 1-2 k before it
+# forks its workers) or just past one (`far`) before lotus (traced: `import lotus.torch` after
+# that, as a script that imports torch first does) or nothing (plain) is loaded. Each item a
+# worker fetches keeps 2000 new objects alive (a cache): a worker's first batch of 8 uses about
+# 16 k of the distance.
+# Plain runs fork their workers and write, from each worker, the items it had fetched when it
+# started a full collection (the truth lotus's prediction from a spawn run is held to).
+FORK_GC_PLANT = """
+import gc, os, sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+CACHE = []
+FETCHED = [0]
+
+def distance():  # allocations to the next full collection, counted in a fork of this process
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        keep = []
+        def cb(phase, info):
+            if phase == "start" and info["generation"] == 2:
+                os.write(w, str(len(keep)).encode())
+                os._exit(0)
+        gc.callbacks.append(cb)
+        while len(keep) < 2_000_000:
+            keep.append([])
+        os._exit(1)
+    os.close(w)
+    got = os.read(r, 64)
+    os.close(r)
+    os.waitpid(pid, 0)
+    return int(got)
+
+class Cached(Dataset):
+    def __len__(self): return 32
+    def __getitem__(self, i):
+        CACHE.append([[] for _ in range(2000)])
+        FETCHED[0] += 1
+        return torch.full((4,), float(i))
+
+def note_full(phase, info):
+    if phase == "start" and info["generation"] == 2:
+        with open(os.path.join(sys.argv[2], "full_%d" % os.getpid()), "a") as f:
+            f.write("%d\\n" % FETCHED[0])
+
+def init(worker_id):
+    gc.callbacks.append(note_full)
+
+if __name__ == "__main__":
+    mode, out, where = sys.argv[1], sys.argv[2], sys.argv[3]
+    gc.collect()
+    if where == "near":
+        d = distance()
+        held = [[] for _ in range(max(0, d - 8000))]
+    if mode == "traced":
+        import lotus.torch
+        lotus.torch.instrument(os.path.join(out, "lotustrace_log"))
+    method = "spawn" if mode == "traced" else "fork"
+    dl = DataLoader(Cached(), batch_size=8, num_workers=2, multiprocessing_context=method,
+                    worker_init_fn=None if mode == "traced" else init)
+    for b in dl:
+        pass
+    print("done")
+"""
+
+
+@pytest.mark.skipif(sys.version_info >= (3, 14) or sys.version_info < (3, 8),
+                    reason="a generational collector's full collections (CPython 3.8-3.13)")
+def test_the_fork_probe_tells_whether_untraced_fork_workers_run_a_full_collection(tmp_path):
+    """Planted: the program near its next full collection when lotus is loaded (lotus's own
+    objects then make the traced program run it, so its forked workers would not) and just past
+    one. From the spawn run's probe, whatif says whether the *untraced* program's fork workers
+    run one, and in which batch; the untraced fork runs, the truth, agree: near, each worker's
+    first batch runs one; far, none runs one."""
+    if not (have("spawn") and have("fork")):
+        pytest.skip("needs fork and spawn")
+    script = tmp_path / "plant.py"
+    script.write_text(FORK_GC_PLANT)
+    for where, expect in (("near", "first_batch"), ("far", "never")):
+        plain = tmp_path / (where + "-plain")
+        plain.mkdir()
+        run_python([str(script), "plain", str(plain), where], timeout=300)
+        fetched = [int(line) for p in plain.glob("full_*") for line in p.read_text().split()]
+        trace = tmp_path / (where + "-traced")
+        trace.mkdir()
+        run_python([str(script), "traced", str(trace), where],
+                   env={"LOTUS_FORK_PROBE": "1"}, timeout=300)
+        probes = sidecar_lines(trace, "startup_forkprobe")
+        assert [f[2] for _, f in probes] == ["ok", "ok"], probes
+        first = next(f for _, f in probes if f[1] == "first")
+        js = json.loads(tool("whatif", str(trace), "--workers", "2", "--start-method", "fork",
+                             "--json"))
+        decided = js["startup"]["fork_full_gc"]
+        assert decided["decided"] and decided["first_iterator"] == expect, (first, decided)
+        su = js["startup"]
+        if where == "near":
+            # The truth: both workers ran one, within their first batch (8 items each at most).
+            assert len(fetched) == 2 and max(fetched) <= 8, fetched
+            assert int(first[13]) < int(first[15]) and first[14] == "1", first
+            assert su["predicted_first_ttfb_ms"] == pytest.approx(
+                su["predicted_ttfb_without_full_gc_ms"] + su["fork_full_gc_ms"]), su
+        else:
+            assert fetched == [], fetched
+            assert su["predicted_ttfb_ms"] == pytest.approx(
+                su["predicted_ttfb_without_full_gc_ms"]), su
+        assert js["ttfb_claim"] or js.get("no_claim_why"), js
 
 
 def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):

@@ -12,6 +12,7 @@
 #include "catch.hpp"
 #include "spawn.hpp"
 #include "trace/causes.hpp"
+#include "trace/startup.hpp"
 
 using nlohmann::json;
 
@@ -315,4 +316,55 @@ TEST_CASE("causes: losses at the byte budget are counted, and a noticeable share
   CHECK(tool_all("stats " + few, rc).find("the sidecars count") == std::string::npos);
   CHECK(tool_all("check " + few, rc).find("the sidecars count") == std::string::npos);
   REQUIRE(rc == 0);
+}
+
+TEST_CASE(
+    "fork probe: whether forked workers run a full collection, from the collector's distances",
+    "[tool][startup]") {
+  lotus_tool::fork_probe_figures f;
+  f.status = "ok";
+  f.gc_auto = 1;
+  f.full_gc_ms = 300;
+  f.gc_untraced = 1000;
+  f.gc_untraced_exact = true;
+  f.gc_first_demand = 2000;
+  f.gc_next_demand = 100;
+  using lotus_tool::fork_gc_when;
+  // 1000 left, the first batch uses 2000 (more than 1.25x): in the first batch.
+  auto d = lotus_tool::decide_fork_gc(f, 16);
+  CHECK(d.when == fork_gc_when::first_batch);
+  CHECK(d.why.find("1000 allocations") != std::string::npos);
+  CHECK(std::string(lotus_tool::fork_gc_when_name(d.when)) == "first_batch");
+  // The first batch uses 500, the epoch 500 + 15 x 100 = 2000: after the first batch.
+  f.gc_first_demand = 500;
+  d = lotus_tool::decide_fork_gc(f, 16);
+  CHECK(d.when == fork_gc_when::later);
+  CHECK(d.why.find("its epoch about 2000 (16 batches") != std::string::npos);
+  // Far beyond the epoch's 2000 (by more than 1.25x): none; a lower bound says so too.
+  f.gc_untraced = 2600;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::never);
+  f.gc_untraced_exact = false;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::never);
+  // Within 1.25x of the epoch's use, or of the first batch's: too near to tell.
+  f.gc_untraced_exact = true;
+  f.gc_untraced = 2400;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  f.gc_untraced = 550;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  // A lower bound cannot say a worker runs one.
+  f.gc_untraced = 100;
+  f.gc_untraced_exact = false;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  // Not measured (an older lotus, no marks), no next batch, the collector off: unknown.
+  f.gc_untraced_exact = true;
+  f.gc_next_demand = -1;
+  f.gc_untraced = 5000;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  f.gc_next_demand = 100;
+  f.gc_untraced = -1;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  CHECK(lotus_tool::decide_fork_gc(f, 16).why.empty());
+  f.gc_untraced = 100;
+  f.gc_auto = 0;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
 }

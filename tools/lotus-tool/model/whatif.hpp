@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "model/digest.hpp"
+#include "trace/startup.hpp"
 
 namespace lotus_tool {
 
@@ -187,6 +188,13 @@ struct whatif_result {
   /// ttfb_no_claim_why (and epoch_no_claim_why) say why nothing is claimed.
   double gc_full_ms = 0, gc_copy_bytes = 0, ttfb_gc_half_ms = 0, epoch_gc_half_s = 0;
   std::string ttfb_no_claim_why;
+  /// Where the probes' collector distances tell it (decide_fork_gc), for the first iterator of
+  /// the process and the later ones: whether the untraced program's forked workers run that
+  /// collection, which the prediction then counts (ttfb_gc_decided_ms of it in the time to
+  /// first batch, the mean over the iterators) or not, in place of the midpoint.
+  fork_gc_decision fork_gc_first, fork_gc_later;
+  bool fork_gc_decided = false;
+  double ttfb_gc_decided_ms = 0;
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
   /// the cores, only other threads make them wait.

@@ -22,6 +22,8 @@ namespace {
 constexpr std::size_t k_sidecar_max_line = std::size_t{64} << 10;
 constexpr std::size_t k_sidecar_max_threads = 65536;
 constexpr std::size_t k_sidecar_max_files = 65536;
+// A collector distance (allocations) beyond this is not a measurement (lotus counts to 1e6).
+constexpr std::uint64_t k_max_gc_distance = std::uint64_t{1} << 40;
 
 // One sidecar's lines, in order: what they say of its process, the process's threads and the
 // trace files it created. With `keep`, only the `thread` and `file` lines of the directory's
@@ -225,8 +227,9 @@ class sidecar_parser {
 
  private:
   // `startup_forkprobe <seq> <first|later> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns>
-  // <init_cpu_ns> <first_batch_ns> [<full_gc_ns> <gc_copy_bytes> <batch_full_gc_ns> <gc_auto>]`
-  // (FORMAT.md §5): the first well-formed line of each kind.
+  // <init_cpu_ns> <first_batch_ns> [<full_gc_ns> <gc_copy_bytes> <batch_full_gc_ns> <gc_auto>
+  // [<gc_untraced> <gc_untraced_exact> <gc_first_demand> <gc_next_demand>]]` (FORMAT.md §5): the
+  // first well-formed line of each kind.
   void startup_probe_line(std::istringstream& ls, const std::string& key, startup_meta& m) {
     std::string when, status;
     ls >> when >> status;
@@ -261,6 +264,29 @@ class sidecar_parser {
       f.gc_copy_bytes = static_cast<double>(g[1]);
       f.batch_full_gc_ms = std::min(static_cast<double>(g[2]) / 1e6, f.first_batch_ms);
       f.gc_auto = static_cast<int>(g[3]);
+      // Then the collector's distances (a number or `-` each; all four, or none).
+      double d[4] = {-1, -1, -1, -1};
+      bool all = true;
+      for (double& x : d) {
+        std::string word;
+        std::uint64_t u = 0;
+        if (!(ls >> word)) {
+          all = false;
+          break;
+        }
+        if (word == "-") continue;
+        if (!parse_u63(word, u) || u > k_max_gc_distance) {
+          all = false;
+          break;
+        }
+        x = static_cast<double>(u);
+      }
+      if (all && d[1] <= 1) {
+        f.gc_untraced = d[0];
+        f.gc_untraced_exact = d[0] >= 0 && d[1] == 1;
+        f.gc_first_demand = d[2];
+        f.gc_next_demand = d[3];
+      }
     }
   }
 

@@ -169,6 +169,56 @@ std::string probe_words(const std::string& status) {
 
 }  // namespace
 
+fork_gc_decision decide_fork_gc(const fork_probe_figures& f, double batches_per_worker) {
+  fork_gc_decision d;
+  if (!f.ok() || f.gc_auto != 1 || f.gc_untraced < 0 || f.gc_first_demand < 0) return d;
+  const double v = f.gc_untraced, first = f.gc_first_demand;
+  const auto n = [](double x) { return format_number("%.0f", x); };
+  const std::string at = std::string("the program without lotus is ") +
+                         (f.gc_untraced_exact ? "" : "at least ") + n(v) +
+                         " allocations from its next full garbage collection when its workers "
+                         "fork, and a worker's first batch uses " +
+                         n(first);
+  if (f.gc_untraced_exact && v * k_fork_gc_margin < first) {
+    d.when = fork_gc_when::first_batch;
+    d.why = at + " (measured in the fork probe): each runs one in its first batch";
+    return d;
+  }
+  if (f.gc_next_demand < 0) {
+    d.why = at + "; the probe measured no next batch";
+    return d;
+  }
+  const double epoch = first + f.gc_next_demand * std::max(0.0, batches_per_worker - 1);
+  const std::string all = at + " and its epoch about " + n(epoch) + " (" +
+                          format_number("%.0f", std::max(1.0, batches_per_worker)) +
+                          " batches, the next ones " + n(f.gc_next_demand) +
+                          " each, measured in the fork probe)";
+  if (v > k_fork_gc_margin * epoch) {
+    d.when = fork_gc_when::never;
+    d.why = all + ": none runs one in its epoch";
+  } else if (f.gc_untraced_exact && v > k_fork_gc_margin * first && v * k_fork_gc_margin < epoch) {
+    d.when = fork_gc_when::later;
+    d.why = all + ": each runs one after its first batch";
+  } else {
+    d.why = all + ": too near to tell";
+  }
+  return d;
+}
+
+const char* fork_gc_when_name(fork_gc_when w) {
+  switch (w) {
+    case fork_gc_when::first_batch:
+      return "first_batch";
+    case fork_gc_when::later:
+      return "later";
+    case fork_gc_when::never:
+      return "never";
+    case fork_gc_when::unknown:
+      break;
+  }
+  return "unknown";
+}
+
 bool fork_gc_within_band(double base, double gc) {
   return gc <= 0 || gc / 2 <= k_fork_gc_band * (base + gc / 2);
 }

@@ -164,6 +164,23 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
 inline constexpr double k_fork_gc_band = 0.15;
 bool fork_gc_within_band(double base, double gc);
 
+/// Whether the untraced program's forked workers run a full garbage collection of the heap they
+/// inherit (tools/docs/WHATIF.md, "A forked worker's full collection"), from a fork probe's
+/// collector distances: the untraced program's distance to its next full collection at the
+/// fork (lotus's own allocations taken out) against what a worker's first batch uses of it, and
+/// its epoch (the first batch, then `batches_per_worker` - 1 batches as the probe's next one).
+/// `first_batch`: in its first batch (its time to first batch pays it); `later`: after it, within
+/// the epoch; `never`: not within the epoch; `unknown`: the figures are missing, or too near to
+/// tell (within k_fork_gc_margin of each other).
+enum class fork_gc_when { unknown, first_batch, later, never };
+struct fork_gc_decision {
+  fork_gc_when when = fork_gc_when::unknown;
+  std::string why;  ///< the figures it rests on, in words (empty: unknown without figures)
+};
+inline constexpr double k_fork_gc_margin = 1.25;
+fork_gc_decision decide_fork_gc(const fork_probe_figures& f, double batches_per_worker);
+const char* fork_gc_when_name(fork_gc_when w);
+
 /// fork from the probes: where one full garbage collection in a forked worker (gc_full_ms) is a
 /// fifth of its time to first batch or more (worth gc.freeze() in the report's advice), what it
 /// costs, in words ("takes 408 ms more and copies 114 MiB of the main process's pages, measured

@@ -195,6 +195,12 @@ struct fork_probe_figures {
          first_batch_ms = 0;
   double full_gc_ms = 0, gc_copy_bytes = 0, batch_full_gc_ms = 0;
   int gc_auto = -1;
+  /// The collector's distance to its next full collection (allocations; -1: not measured, an
+  /// older lotus or a run without the marks): the untraced program's at this fork (exact, or a
+  /// lower bound where lotus's count reached its limit), and what the child's first batch and a
+  /// next one used of it.
+  double gc_untraced = -1, gc_first_demand = -1, gc_next_demand = -1;
+  bool gc_untraced_exact = false;
   bool ok() const { return status == "ok"; }
 };
 

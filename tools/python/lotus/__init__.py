@@ -14,6 +14,10 @@ PyTorch users: ``lotus.torch.instrument(log_file=...)`` before creating the Data
 (consumer-side batch records) of the calling thread, in the format of the original Lotus.
 """
 
+from . import _gcmark  # first: the collector's distance before any of lotus's work (LOTUS_FORK_PROBE)
+
+_gcmark.begin()
+
 import collections as _collections
 import datetime as _datetime
 import functools as _functools
@@ -302,3 +306,6 @@ def traced(name=None):
         return _decorate(name if name is not None else fn.__name__, fn)
 
     return decorator
+
+
+_gcmark.end()  # (LOTUS_FORK_PROBE: the program's code runs from here)

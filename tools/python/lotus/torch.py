@@ -42,6 +42,10 @@ configure themselves from the state the main process hands to them. ``uninstrume
 every patched function.
 """
 
+from . import _gcmark
+
+_gcmark.begin()  # lotus's own work (LOTUS_FORK_PROBE: the collector's distance at its edges)
+
 import lotus as _lotus_pkg
 from . import _lotus
 from . import loaders as _loaders
@@ -88,26 +92,33 @@ def instrument(log_file=None, **options):
     the prefix comes from ``LOTUS_LOG_FILE``, an earlier ``lotus.configure``, or Lotus's keywords
     (then only the objects given those keywords are traced, as with Lotus).
     """
-    if log_file is not None or options:
-        if log_file is None:
-            _lotus_pkg.configure(**options)
-        else:
-            _lotus_pkg.configure(log_file, **options)
+    _gcmark.begin()
     try:
-        import torch.utils.data  # noqa: F401 - fail early, with a clear message
-    except ImportError as e:
-        raise ImportError("lotus.torch.instrument needs PyTorch (pip install torch, or Debian's "
-                          "python3-torch)") from e
-    _loaders.install(log_file is not None or _lotus.tracing_enabled())
-    # The sidecar's `loader torch <version>`: lotus-tool's advice names this torch's settings.
-    _lotus._declare_torch_loader(str(getattr(torch, "__version__", "")))
-    return _Instrumentation()
+        if log_file is not None or options:
+            if log_file is None:
+                _lotus_pkg.configure(**options)
+            else:
+                _lotus_pkg.configure(log_file, **options)
+        try:
+            import torch.utils.data  # noqa: F401 - fail early, with a clear message
+        except ImportError as e:
+            raise ImportError("lotus.torch.instrument needs PyTorch (pip install torch, or "
+                              "Debian's python3-torch)") from e
+        _loaders.install(log_file is not None or _lotus.tracing_enabled())
+        # The sidecar's `loader torch <version>`: lotus-tool's advice names this torch's settings.
+        _lotus._declare_torch_loader(str(getattr(torch, "__version__", "")))
+        return _Instrumentation()
+    finally:
+        _gcmark.end()
 
 
 def uninstrument():
     """Restore every function instrument() replaced; flush what was recorded. Idempotent."""
     if _loaders.uninstall():
         _lotus.flush()
+
+
+_gcmark.end()
 
 
 if __name__ == "__main__":  # python -m lotus.torch --check | preflight SCRIPT [ARGS...]

@@ -111,6 +111,11 @@ def worker_body(members, cfg, out):
             out["first_batch_ns"] = time.time_ns() - t0
         except BaseException as e:  # noqa: BLE001
             out["errors"]["first_batch"] = f"{type(e).__name__}: {e}"
+            return
+        del batch
+        after = cfg.get("after_first")  # (the fork probe's: lotus.loaders._fork)
+        if after is not None:
+            after(fetcher)
 
 
 def main():

@@ -57,7 +57,7 @@ class Iterator:
     start-up gate (the wait triggers' exemption) and its own resume offset (for its workers)."""
 
     __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "init_end",
-                 "offset", "gate", "record", "outer", "server", "loader", "site")
+                 "offset", "gate", "record", "outer", "server", "loader", "site", "probe")
 
     def __init__(self, seq, begin, expected, offset=0, record=True):
         self.seq = seq
@@ -75,6 +75,9 @@ class Iterator:
         self.server = forkserver_state()  # (running, preloads_main, other preloaded modules)
         self.loader = None  # its loader's number in this process (None: not known)
         self.site = b"-"  # where its loader was made (_sites.field)
+        # Its first fork probe's (status, figures, distances), noted at its first worker's start
+        # (the collector's distance there: fork_probe_note); None: noted already, or none.
+        self.probe = None
 
 
 _seq = _itertools.count()  # next() of a count is atomic under the GIL
@@ -286,6 +289,9 @@ def end(it, workers, persistent):
     if active() is it:
         _local.active = it.outer
     it.outer = None
+    if it.probe is not None:  # (no worker started: its figures as the probe took them)
+        probe, it.probe = it.probe, None
+        fork_probe_note(it, probe, now=True)
     if not it.workers or not it.record:
         return
     it.init_end = init_end
@@ -342,6 +348,8 @@ def process_start(self, *args, **kwargs):
         self._target = bind(it)
     if not it.record:
         return _patch.original("startup.BaseProcess.start")(self, *args, **kwargs)
+    if it.probe is not None and not it.workers:
+        _probe_at_start(it)
     cur = [0, 0]
     it.current = cur
     call = _time_ns()
@@ -488,27 +496,55 @@ def _probe_members(dataset, collate_fn, init_fn, iterable, auto, drop_last, batc
     return sent, list(range(max(1, size)))
 
 
+def _next_index(sent, first):
+    """The probe's second batch (its collector use, with LOTUS_FORK_PROBE's distance): the items
+    after the first batch's, where the dataset has them; None where not."""
+    dataset, iterable = sent[0], sent[3]
+    if iterable:
+        return first  # (an iterable's fetcher takes as many items as the index names)
+    try:
+        n = len(dataset)
+    except TypeError:
+        return None
+    if isinstance(first, list):
+        return list(range(len(first), 2 * len(first))) if n >= 2 * len(first) else None
+    return first + 1 if n >= first + 2 else None
+
+
 _PROBE_FIGURES = ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms", "first_batch_ms",
                   "full_gc_ms", "gc_copy_bytes", "batch_full_gc_ms", "gc_auto")
 
 
 def _run_probe(sent, first, workers):
     """(status, [fork, start, setup, init_fn, init_cpu, first_batch, full_gc] ns, the copied
-    bytes, [batch_full_gc] ns, gc_auto) of one fork probe."""
+    bytes, [batch_full_gc] ns, gc_auto, the collector's distances) of one fork probe. The
+    distances (LOTUS_FORK_PROBE's _gcmark; each None where not measured): the untraced
+    program's to its next full collection at this fork, whether that is exact (else a lower
+    bound), and what a worker's first batch and a next one use of it."""
     none = [0] * len(_PROBE_FIGURES)
+    nogc = (None, 0, None, None)
     import sys
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
-        return "cuda", none  # a forked worker cannot use it: fork is not this job's option
+        return "cuda", none, nogc  # a forked worker cannot use it: fork is not this job's option
+    from .. import _gcmark
     from . import _fork
-    f = _fork.fork_probe(sent, first, workers, _PROBE_TIMEOUT_S)
+    marks = _gcmark.wanted_here()
+    full = _gcmark.full_count()
+    f = _fork.fork_probe(sent, first, workers, _PROBE_TIMEOUT_S, gc_at=marks,
+                         next_index=_next_index(sent, first) if marks else None)
+    d0 = f.get("gc_fork_distance")
+    untraced = _gcmark.fork_edge(tuple(d0) if d0 else None, full) if marks else None
     if "error" in f:
-        return ("timeout" if "did not finish" in f["error"] else "failed"), none
+        return ("timeout" if "did not finish" in f["error"] else "failed"), none, nogc
     if f.get("errors"):
         bad = "first_batch" in f["errors"] or "setup" in f["errors"]
-        return ("nobatch" if bad else "failed"), none
-    return "ok", [max(0, int(round(f.get(k, 0) * (1e6 if k.endswith("_ms") else 1))))
-                  for k in _PROBE_FIGURES]
+        return ("nobatch" if bad else "failed"), none, nogc
+    figures = [max(0, int(round(f.get(k, 0) * (1e6 if k.endswith("_ms") else 1))))
+               for k in _PROBE_FIGURES]
+    gc_figures = (untraced[0] if untraced else None, 1 if untraced and untraced[1] else 0,
+                  f.get("gc_first_demand"), f.get("gc_next_demand"))
+    return "ok", figures, gc_figures
 
 
 def _claim(when):
@@ -543,13 +579,37 @@ def fork_probe_first(loader, workers):
         return None
 
 
-def fork_probe_note(it, probe, when="first"):
-    """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures)."""
+def _probe_at_start(it):
+    """The iterator's first worker starts: its first fork probe's untraced distance carried to
+    here (torch's own work in the iterator's __init__ before it starts a worker, which an
+    untraced fork run does before forking its first worker, is the program's), then noted."""
+    probe, it.probe = it.probe, None
+    try:
+        from .. import _gcmark
+        status, figures, gc_figures = probe
+        untraced = _gcmark.fork_edge(_gcmark.distance(), _gcmark.full_count())
+        gc_figures = (untraced[0] if untraced else None, 1 if untraced and untraced[1] else 0,
+                      gc_figures[2], gc_figures[3])
+        probe = (status, figures, gc_figures)
+    except Exception:  # noqa: BLE001 - the probe never breaks the training loop
+        pass
+    fork_probe_note(it, probe, now=True)
+
+
+def fork_probe_note(it, probe, when="first", now=False):
+    """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures). The first
+    probe's, where its untraced distance was measured and the iterator has started no worker
+    yet, waits for the first worker's start (_probe_at_start) or the end of its __init__."""
     if probe is None or it is None or not it.record:
         return
-    status, figures = probe
-    note(b"startup_forkprobe %d %s %s %s\n"
-         % (it.seq, when.encode(), status.encode(), b" ".join(b"%d" % v for v in figures)))
+    status, figures, gc_figures = probe
+    if when == "first" and not now and gc_figures[0] is not None and not it.workers:
+        it.probe = probe
+        return
+    distances = b" ".join(b"-" if v is None else b"%d" % v for v in gc_figures)
+    note(b"startup_forkprobe %d %s %s %s %s\n"
+         % (it.seq, when.encode(), status.encode(), b" ".join(b"%d" % v for v in figures),
+            distances))
 
 
 def fork_probe(loader_iter):
