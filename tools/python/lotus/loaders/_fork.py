@@ -38,12 +38,14 @@ def gc_full(out):
         else 0
 
 
-def _batch_use(fetcher, index):
-    """(distance used, collected) by one batch fetched and pickled as a worker's, from a distance
-    measured before and after it (lotus._gcmark.distance); None where not measured."""
+def _batch_use(fetcher, index, before=None):
+    """The distance one batch (fetched and pickled as a worker's) uses, from the distance before
+    it (`before`, else measured here: lotus._gcmark.distance) and after it; None where not
+    measured or where it ran a full collection."""
     from multiprocessing.reduction import ForkingPickler
     from .. import _gcmark
-    before = _gcmark.distance()
+    if before is None:
+        before = _gcmark.distance()
     if before is None or not before[1]:
         return None
     seen = [0]
@@ -80,11 +82,11 @@ def _demands(d0, fetcher, cfg, full, out):
         cfg["again"] = fetcher
         return
     d1 = _gcmark.distance()
-    if d1 is None or not d1[1] or full:
+    if d1 is None or not d1[1]:
         return
     out["gc_first_demand"] = max(0, d0[0] - d1[0])
     if cfg.get("next_index") is not None:
-        nxt = _batch_use(fetcher, cfg["next_index"])
+        nxt = _batch_use(fetcher, cfg["next_index"], d1)
         if nxt is not None:
             out["gc_next_demand"] = nxt
 
