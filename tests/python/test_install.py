@@ -80,8 +80,8 @@ def test_cmake_install_puts_the_package_where_python_finds_it(tmp_path):
          "--component", "python"], tmp_path)
     site = prefix / os.environ["LOTUS_PYTHON_INSTALL_DIR"]
     files = sorted(p.name for p in (site / "lotus").iterdir())
-    assert [f for f in files if f.endswith(".py")] == ["__init__.py", "_tool.py", "frame.py",
-                                                      "torch.py"]
+    assert [f for f in files if f.endswith(".py")] == ["__init__.py", "_gcmark.py", "_tool.py",
+                                                      "frame.py", "torch.py"]
     tuned = sorted(p.name for p in (site / "lotus" / "autotune").iterdir())
     assert tuned == ["__init__.py", "loader.py", "measure.py", "model.py", "tuner.py"], tuned
     loaders = sorted(p.name for p in (site / "lotus" / "loaders").iterdir())

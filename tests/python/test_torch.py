@@ -865,17 +865,19 @@ def test_a_worker_init_fn_error_has_no_lotus_frame(tmp_path, context):
         "    time.sleep(0.01)\n")
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
     trace = tmp_path / "trace"
-    plain = run_python(["-c", INIT_JOB, "-", context], env=env).stdout.splitlines()
-    traced = run_python(["-c", INIT_JOB, str(trace / "log"), context], env=env).stdout.splitlines()
-    assert plain[0] == traced[0] == "6"
+    plain_run = run_python(["-c", INIT_JOB, "-", context], env=env)
+    traced_run = run_python(["-c", INIT_JOB, str(trace / "log"), context], env=env)
+    said = f"untraced:\n{plain_run.stderr}\ntraced:\n{traced_run.stderr}"
+    plain, traced = plain_run.stdout.splitlines(), traced_run.stdout.splitlines()
+    assert plain[0] == traced[0] == "6", said
     message = json.loads(traced[1])
     assert "Original Traceback" in message and "planted init failure" in message, message
     assert os.path.join("lotus", "loaders") not in message, message  # no frame of lotus's
-    assert message == json.loads(plain[1])
+    assert message == json.loads(plain[1]), said
     boots = [line.split() for p in trace.glob(".log.lotus-meta_*")
              for line in p.read_text().splitlines() if line.startswith("startup_boot ")]
     timed = [b for b in boots if int(b[6]) > 0]  # init_ns, init_dur_ns: the slow_init runs
-    assert timed and all(int(b[7]) > 0 for b in timed), boots
+    assert timed and all(int(b[7]) > 0 for b in timed), (boots, said)
 
 
 IDLE_WORKERS_JOB = """

@@ -9,6 +9,7 @@
 
 #include "trace/loader_kinds.hpp"
 #include "util/format.hpp"
+#include "util/output.hpp"
 
 namespace lotus_tool {
 
