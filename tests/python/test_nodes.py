@@ -390,6 +390,10 @@ def check_starts(su, iterators, method, mapper_pids):
         assert all(0 < w["call_ms"] <= w["return_ms"] <= it["init_ms"] for w in ws), ws
         if method != "fork":
             assert all(w["bytes"] > 0 for w in ws), ws  # the map function and queues, pickled
+            # A booted worker's start split as a DataLoader worker's: its interpreter and the
+            # main module's imports to the target's unpickling (boot), then the rest.
+            assert all(w["boot_ms"] > 0 and w["boot_ms"] < w["ready_ms"] for w in ws
+                       if w["booted"]), ws
         assert 0 < it["init_ms"] <= it["ttfb_ms"], it
         parts = sum(it["causes_ms"].values())
         assert abs(parts - it["ttfb_ms"]) <= 0.01 * it["ttfb_ms"] + 0.01, (parts, it)
@@ -411,6 +415,34 @@ def test_process_mapper_spawn(tmp_path):
     pids = {int(f.rsplit("_", 1)[1]) for f in mapped}
     assert info["pid"] not in pids
     check_starts(startup_of(trace), 1, "spawn", pids)
+    if TOOL is not None:
+        check_nodes_whatif(trace)
+
+
+def whatif_json(trace, *args):
+    import subprocess
+    r = subprocess.run([TOOL, "whatif", str(trace), "--json", *args], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def check_nodes_whatif(trace):
+    """whatif models the ParallelMapper's processes (WHATIF.md, "A torchdata.nodes
+    ParallelMapper"): its 2 workers are the measured ones; the epoch with another method is the
+    start-up model's first batch plus the rest of the measured epoch, or no claim says why; fork
+    from a spawn run is not predicted (its probe forks a DataLoader's worker, not these)."""
+    j = whatif_json(trace, "-w", "2", "--start-method", "forkserver")
+    assert j["measured"]["workers"] == 2, j["measured"]
+    su, measured = j["startup"], j["measured"]
+    if j["claim"]:
+        after = measured["epoch_seconds"] - su["measured_ttfb_ms"] / 1e3
+        assert j["predicted"]["epoch_seconds"] == pytest.approx(
+            su["predicted_ttfb_ms"] / 1e3 + after, rel=1e-6), j
+    else:
+        assert j["no_claim_why"], j
+    j = whatif_json(trace, "-w", "2", "--start-method", "fork")
+    assert not j["claim"] and "ParallelMapper's workers by spawn" in j["no_claim_why"], j
 
 
 def test_process_workers_that_get_no_item_still_write_their_start(tmp_path):

@@ -689,3 +689,60 @@ TEST_CASE("findings: worker start-up before an op, and an op that grows over the
   fs = compute_findings(d);
   CHECK(std::none_of(fs.begin(), fs.end(), [](const finding& f) { return f.id == "drift"; }));
 }
+
+TEST_CASE("whatif: a torchdata.nodes ParallelMapper's epoch is its start plus the rest measured",
+          "[tool][whatif][nodes]") {
+  // A ParallelMapper that started 2 spawned workers: the first batch 3 s after iter(), the epoch
+  // 4 s, 12 batches, its workers' items 0.4 s of the 1 s after the first batch.
+  run_digest d;
+  d.loader = "nodes";
+  d.startup.iterators = 1;
+  d.startup.workers = 2;
+  d.startup.method = "spawn";
+  d.startup.ttfb_ms = 3000;
+  d.epochs.resize(1);
+  d.batch_ms = {std::vector<double>(12, 100.0)};
+  d.started_workers_op_ms = 400;
+  REQUIRE(is_nodes_processes(d));
+  const auto run = [&](unsigned workers, const std::string& method, bool known) {
+    whatif_args a;
+    a.workers = workers;
+    a.start_method = method;
+    whatif_result r;
+    r.measured_epoch_seconds = 4.0;
+    r.model.cores = 2;
+    r.model.step_ms = 10;
+    r.start_method = method;
+    r.ttfb_known = known;
+    r.ttfb_why = "not measured";
+    r.replay_ttfb_ms = 3100;
+    r.predicted_ttfb_ms = 6000;
+    predict_nodes_epoch(d, a, r);
+    return r;
+  };
+  // 4 workers: the start-up model's first batch, then the measured 1 s.
+  whatif_result r = run(4, "spawn", true);
+  CHECK(r.no_claim_why.empty());
+  CHECK(r.predicted.epoch_seconds == Approx(7.0));
+  CHECK(r.replay.epoch_seconds == Approx(4.1));
+  CHECK(r.predicted.wait_share == Approx(1.0 - 0.12 / 7.0));
+  CHECK(r.predicted.batches_per_second == Approx(12.0 / 7.0));
+  // Another method whose start is not predicted: no claim, saying why.
+  r = run(2, "fork", false);
+  CHECK(r.no_claim_why.find("not predicted: not measured") != std::string::npos);
+  // 1 worker would be busy 0.8 of the rest (one core left to the workers): it may bound it.
+  d.started_workers_op_ms = 800;
+  r = run(1, "spawn", true);
+  CHECK(r.no_claim_why.find("may bound the epoch") != std::string::npos);
+  // The measured count with another method keeps the measured workers: claimed.
+  r = run(2, "forkserver", true);
+  CHECK(r.no_claim_why.empty());
+  CHECK(r.predicted.epoch_seconds == Approx(7.0));
+  // No item recorded in the workers: how busy they were is unknown.
+  d.started_workers_op_ms = 0;
+  r = run(4, "spawn", true);
+  CHECK(r.no_claim_why.find("no record of the ParallelMapper's items") != std::string::npos);
+  // A DataLoader's trace is not this model's.
+  d.loader = "torch";
+  CHECK_FALSE(is_nodes_processes(d));
+}

@@ -356,7 +356,9 @@ std::uint32_t digest_builder::name_id(std::string_view name, bool worker) {
 void digest_builder::add(std::size_t file, const record& r, const batch_ref& b) {
   const file_kind kind = dir_.files[file].kind;
   if (b.kind == batch_kind::none) {
-    ops_.push({r.start_ns, r.dur_ns, name_id(r.name, kind == file_kind::worker), 0});
+    const std::uint32_t id = name_id(r.name, kind == file_kind::worker);
+    ops_.push({r.start_ns, r.dur_ns, id, 0});
+    if (kind == file_kind::worker) file_op_ms_[{file, id}] += static_cast<double>(r.dur_ns) / 1e6;
     return;
   }
   if (kind != file_kind::main) return;
@@ -460,7 +462,25 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
   sample_ops(d, opt, range_lo, range_hi);
   add_startup_recs(dir, mains_, in.filter.active());
-  d.startup = analyze_startup(dir).costs;
+  const startup_analysis started = analyze_startup(dir);
+  d.startup = started.costs;
+  // The started workers' own op time: each process's largest op sum (its outermost op, which
+  // holds the ones nested in it), summed over the processes the start-up lines name.
+  std::set<std::pair<std::uint64_t, std::string>> worker_pids;
+  for (const startup_iteration& it : started.iterations)
+    for (const startup_worker_figures& w : it.workers_seen) worker_pids.emplace(w.pid, it.host);
+  std::map<std::pair<std::uint64_t, std::string>, std::map<std::uint32_t, double>> per_process;
+  for (const auto& kv : file_op_ms_) {
+    const trace_file& f = dir.files[kv.first.first];
+    const auto key = std::make_pair(f.pid, f.host);
+    if (worker_pids.count(key) != 0) per_process[key][kv.first.second] += kv.second;
+  }
+  for (const auto& kv : per_process) {
+    double most = 0;
+    for (const auto& op : kv.second) most = std::max(most, op.second);
+    d.started_workers_op_ms += most;
+  }
+  file_op_ms_.clear();
   for (auto& kv : mains_) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)
   if (mains_.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);

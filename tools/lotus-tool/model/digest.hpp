@@ -93,6 +93,10 @@ struct run_digest {
   /// The DataLoader iterators' start-ups (the sidecars' `startup` lines): the start-up
   /// model's inputs (iterators 0: none recorded).
   startup_costs startup;
+  /// The op time (ms, all epochs) of the worker processes the `startup` lines name: each
+  /// process's largest summed op (its outermost: a torchdata.nodes ParallelMapper's map
+  /// function), summed. 0: none recorded.
+  double started_workers_op_ms = 0;
   /// Every epoch after the first was prepared by worker files none of which prepared the epoch
   /// before (PyTorch's persistent_workers=False: workers started afresh each epoch).
   bool workers_restarted = false;
@@ -152,6 +156,8 @@ class digest_builder {
   std::vector<bool> engine_named_;  // per name: the engine keeps a row of its own for it
   std::size_t engine_names_ = 0, other_names_ = 0;
   std::map<std::size_t, std::vector<main_rec>> mains_;
+  // Summed op durations (ms) per worker-kind file and op name (names are bounded by max_ops).
+  std::map<std::pair<std::size_t, std::uint32_t>, double> file_op_ms_;
 };
 
 /// A run from summaries (trace/summary.hpp): the merged statistics, the ops' and batches'

@@ -25,28 +25,32 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   w.memory_budget = a.memory_budget;
   w.step_cpu_ms = a.step_cpu_ms;
   w.offcpu_share = a.offcpu_share;
-  w.workers = std::max(1u, d.workers);
+  // A torchdata.nodes ParallelMapper's process workers: its worker count only (it takes no
+  // DataLoader arguments: prefetch_factor, in_order).
+  t.workers_only = is_nodes_processes(d);
+  const unsigned measured_w = t.workers_only ? d.startup.workers : d.workers;
+  w.workers = std::max(1u, measured_w);
   simulation_memo memo(d);                    // each setting's prediction replays the measured one
   t.measured = predict_workers(d, w, &memo);  // throws for a trace without batches
   t.torch_version = d.torch_version;
-  t.unordered_searched = !torch_lacks_in_order(d.torch_version);
+  t.unordered_searched = !t.workers_only && !torch_lacks_in_order(d.torch_version);
   const double cores = t.measured.model.cores;
   unsigned top = a.max_workers;
   if (top == 0) {
-    top = std::max(d.workers + 1, static_cast<unsigned>(std::ceil(2 * cores)));
+    top = std::max(measured_w + 1, static_cast<unsigned>(std::ceil(2 * cores)));
     top = std::min(top, 32u);
   }
   top = std::min(top, k_whatif_max_workers);
   std::size_t longest = 1;
   for (const auto& e : d.batch_ms) longest = std::max(longest, e.size());
-  if (top > longest) {
+  if (top > longest && !t.workers_only) {
     top = static_cast<unsigned>(longest);
     t.stopped_why =
         "no epoch has more than " + std::to_string(longest) + " batches: more workers would idle";
   }
   // Past this many workers, and twice the best count plus 16 with nothing better, the search
   // ends: the model's workers share the cores, so beyond them the epoch time only flattens.
-  const unsigned floor_n = std::max(d.workers + 1, static_cast<unsigned>(std::ceil(2 * cores)));
+  const unsigned floor_n = std::max(measured_w + 1, static_cast<unsigned>(std::ceil(2 * cores)));
   double best = std::numeric_limits<double>::infinity();
   unsigned best_n = 1;
   for (unsigned n = 1; n <= top; ++n) {
@@ -59,6 +63,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
     for (bool in_order : {true, false}) {
       if (!in_order && !t.unordered_searched) continue;  // an argument this torch lacks
       for (unsigned pf : {1u, 2u, 4u}) {
+        if (t.workers_only && pf != t.measured.model.prefetch_factor) continue;
         w.workers = n;
         w.prefetch_factor = pf;
         w.unordered = !in_order;
@@ -91,7 +96,7 @@ tune_result tune_loader(const run_digest& d, const tune_args& a) {
   const unsigned pf = t.measured.model.prefetch_factor;
   for (std::size_t k = 0; k < t.candidates.size(); ++k) {
     const tune_candidate& c = t.candidates[k];
-    if (c.workers == d.workers && c.prefetch_factor == pf && c.in_order) t.current = k;
+    if (c.workers == measured_w && c.prefetch_factor == pf && c.in_order) t.current = k;
   }
   // The model does not reproduce this run (or cannot tell what it was waiting on): it recommends
   // nothing, whatever its predictions say.
@@ -145,9 +150,10 @@ std::string tune_sentence(const tune_result& t) {
   }
   const tune_candidate& c = t.candidates[t.recommended];
   const std::string setting =
-      std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") + ", prefetch_factor " +
-      std::to_string(c.prefetch_factor) +
-      (c.in_order ? ", in order" : ", in_order=False (PyTorch 2.6 and later)");
+      t.workers_only ? "ParallelMapper(num_workers=" + std::to_string(c.workers) + ")"
+                     : std::to_string(c.workers) + (c.workers == 1 ? " worker" : " workers") +
+                           ", prefetch_factor " + std::to_string(c.prefetch_factor) +
+                           (c.in_order ? ", in order" : ", in_order=False (PyTorch 2.6 and later)");
   // Predictions are compared with the model's own replay of the run's setting.
   const double now =
       t.current ? t.candidates[*t.current].epoch_seconds : t.measured.replay.epoch_seconds;
@@ -222,6 +228,7 @@ nlohmann::json tune_json(const tune_result& t) {
       {"bytes", t.budget_bytes}, {"from", t.budget_from}, {"memory_predicted", t.memory_known}};
   j["searched_workers"] = t.searched_workers;
   j["in_order_false_searched"] = t.unordered_searched;
+  j["workers_only"] = t.workers_only;
   j["torch_version"] =
       t.torch_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.torch_version);
   j["stopped_early"] =
@@ -236,19 +243,21 @@ nlohmann::json tune_json(const tune_result& t) {
 std::string tune_text(const tune_result& t) {
   std::string s = tune_sentence(t) + "\n";
   if (const std::string why = tune_caution(t); !why.empty()) s += "caution: " + why + "\n";
-  s += "searched " + std::to_string(t.candidates.size()) +
-       " settings (workers × prefetch_factor 1, 2, 4 × " +
-       (t.unordered_searched ? std::string("in order or not")
-                             : "in order only: torch " + t.torch_version +
-                                   " has no in_order, added in PyTorch 2.6") +
-       ") on " + format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
-       std::to_string(t.searched_workers) + " workers" +
-       (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
-       (t.no_claim_why.empty()
-            ? "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
-                  "; recommended: the cheapest within " + pct(k_tune_tolerance, 0, " ") +
-                  " of it that fits"
-            : std::string("; none recommended"));
+  s +=
+      "searched " + std::to_string(t.candidates.size()) + " settings (" +
+      (t.workers_only ? std::string("a torchdata.nodes ParallelMapper's worker count only")
+                      : "workers × prefetch_factor 1, 2, 4 × " +
+                            (t.unordered_searched ? std::string("in order or not")
+                                                  : "in order only: torch " + t.torch_version +
+                                                        " has no in_order, added in PyTorch 2.6")) +
+      ") on " + format_number("%g", t.measured.model.cores) + " core(s), 1 to " +
+      std::to_string(t.searched_workers) + " workers" +
+      (t.stopped_why.empty() ? std::string() : " (stopped: " + t.stopped_why + ")") +
+      (t.no_claim_why.empty()
+           ? "; best predicted epoch " + format_number("%.3f s", t.best_epoch_seconds) +
+                 "; recommended: the cheapest within " + pct(k_tune_tolerance, 0, " ") +
+                 " of it that fits"
+           : std::string("; none recommended"));
   if (t.budget_bytes > 0) {
     s += " the memory budget of " +
          format_number("%.0f MiB", static_cast<double>(t.budget_bytes) / 1048576.0) + " (" +
@@ -262,7 +271,7 @@ std::string tune_text(const tune_result& t) {
   s += "workers  prefetch  in_order  epoch s   wait    peak MiB  fits\n";
   for (const auto& c : t.candidates) {
     const bool recommended = t.no_claim_why.empty() && &c == &t.candidates[t.recommended];
-    if (c.prefetch_factor != 2 && !recommended) continue;  // the text: pf 2
+    if (c.prefetch_factor != 2 && !recommended && !t.workers_only) continue;  // the text: pf 2
     s += format_number("%7.0f", c.workers) + format_number("%10.0f", c.prefetch_factor) +
          (c.in_order ? "      true" : "     false") + format_number("%9.3f", c.epoch_seconds) +
          format_number("%7.1f %%", 100 * c.wait_share) +

@@ -66,6 +66,9 @@ struct tune_result {
   /// in_order=False was searched: not when the run's torch (the sidecars' `loader torch
   /// <version>`) is known to lack it (torch_lacks_in_order).
   bool unordered_searched = true;
+  /// Only the worker count searched: a torchdata.nodes ParallelMapper's process workers (it
+  /// takes no DataLoader arguments); the candidates keep the measured prefetch_factor, in order.
+  bool workers_only = false;
   std::string torch_version;  ///< as the sidecars say; empty: unknown
   /// Why no setting is recommended (the model makes no claim about this run: its replay misses
   /// the measured epoch, or the workers waited on storage); empty: `recommended` holds.

@@ -35,6 +35,9 @@ constexpr double k_foreign_min_wait_share = 0.05;
 // batch to the last and the run's own may be this far apart (either way, and by 50 ms) before no
 // epoch is claimed.
 constexpr double k_fork_after_start_apart = 1.5, k_fork_after_start_abs_s = 0.05;
+// A ParallelMapper's workers busy for this share of the epoch after its first batch (on the
+// cores the main process leaves them) may bound it: predict_nodes_epoch claims no other count.
+constexpr double k_nodes_worker_bound = 0.7;
 constexpr double k_foreign_max = 1024;
 // How far apart (in epoch change) the two readings of a measured wait for a core may predict
 // before the model makes no claim.
@@ -384,6 +387,78 @@ loader_prediction simulation_memo::simulate(const run_digest& d,
   return p;
 }
 
+bool is_nodes_processes(const run_digest& d) {
+  return d.loader == "nodes" && d.startup.iterators > 0 && d.startup.workers > 0 &&
+         (d.startup.method == "fork" || d.startup.method == "spawn" ||
+          d.startup.method == "forkserver");
+}
+
+namespace {
+
+/// The time of the ParallelMapper's items in its worker processes, per epoch (ms); 0: not
+/// recorded.
+double nodes_item_ms(const run_digest& d) {
+  return d.started_workers_op_ms / static_cast<double>(std::max<std::size_t>(1, d.epochs.size()));
+}
+
+}  // namespace
+
+void predict_nodes_epoch(const run_digest& d, const whatif_args& a, whatif_result& r) {
+  // A torchdata.nodes ParallelMapper starts its process workers afresh each epoch (its reset);
+  // its first batch comes when the start-up model says. After it, each item goes to a worker
+  // through one queue and comes back to the main process (a thread there receives, unpickles and
+  // orders them), which then batches, collates and prefetches: on bench/zoo's pipeline (2
+  // cores) the rest of the epoch took 0.78-0.91 s untraced whatever the workers (fork, spawn or
+  // forkserver, 2 or 4) while the workers were busy for 30-40 % of it. So the rest of the epoch
+  // is the measured one where the workers, measured and asked, would be busy for less than
+  // k_nodes_worker_bound of it on the cores left to them (one is the main process's), and the
+  // model claims no epoch otherwise.
+  const startup_costs& c = d.startup;
+  const double epochs = static_cast<double>(std::max<std::size_t>(1, d.epochs.size()));
+  double batches = 0;
+  for (const auto& e : d.batch_ms) batches += static_cast<double>(e.size());
+  batches /= epochs;
+  const double after_s = r.measured_epoch_seconds - c.ttfb_ms / 1e3;
+  const double items_ms = nodes_item_ms(d);
+  const double worker_cores = std::max(1.0, r.model.cores - 1.0);
+  const auto busy = [&](unsigned w) {
+    return items_ms / 1e3 / std::min(static_cast<double>(std::max(1u, w)), worker_cores) / after_s;
+  };
+  const auto outcome = [&](double ttfb_ms) {
+    loader_prediction p;
+    p.epoch_seconds = ttfb_ms / 1e3 + after_s;
+    const double steps_s = r.model.step_ms * batches / 1e3;
+    p.wait_share = p.epoch_seconds > 0 ? std::max(0.0, 1.0 - steps_s / p.epoch_seconds) : 0.0;
+    p.batches_per_second = p.epoch_seconds > 0 ? batches / p.epoch_seconds : 0.0;
+    return p;
+  };
+  const bool changed = a.workers != c.workers || r.start_method != c.method;
+  r.replay = outcome(r.replay_ttfb_ms > 0 ? r.replay_ttfb_ms : c.ttfb_ms);
+  r.predicted = outcome(r.ttfb_known ? r.predicted_ttfb_ms : c.ttfb_ms);
+  if (!r.no_claim_why.empty()) return;
+  if (c.ttfb_ms <= 0 || after_s <= 0) {
+    r.no_claim_why =
+        "the trace has no first item handed out by its ParallelMapper before its "
+        "epoch's last batch: its start and the rest of its epoch cannot be told apart";
+  } else if (changed && !r.ttfb_known) {
+    r.no_claim_why = "the ParallelMapper's start with " + std::to_string(a.workers) + " " +
+                     r.start_method + " workers is not predicted: " + r.ttfb_why;
+  } else if (items_ms <= 0) {
+    r.no_claim_why =
+        "the trace has no record of the ParallelMapper's items in its worker "
+        "processes: how busy they were cannot be told";
+  } else if (a.workers != c.workers &&
+             (busy(c.workers) >= k_nodes_worker_bound || busy(a.workers) >= k_nodes_worker_bound)) {
+    r.no_claim_why =
+        "the ParallelMapper's workers took " + format_ms(items_ms) + " of item time an epoch, " +
+        pct(std::max(busy(c.workers), busy(a.workers)), 0, " ") + " of the " +
+        format_ms(after_s * 1e3) + " after the first batch on the cores left to them with " +
+        std::to_string(busy(c.workers) >= busy(a.workers) ? c.workers : a.workers) +
+        ": they may bound the epoch, and the model does not describe how the main process's "
+        "hand-over shares the cores with them; measure the other setting once";
+  }
+}
+
 whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulation_memo* memo) {
   if (!d.has_batches() || d.batch_ms.empty() || d.workers == 0) {
     throw tool_error(exit_invalid,
@@ -397,7 +472,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
                                        std::to_string(k_whatif_max_workers));
   }
   whatif_result r;
-  r.measured_workers = d.workers;
+  // A torchdata.nodes pipeline whose ParallelMapper runs process workers: its own model of the
+  // epoch (predict_nodes_epoch); its workers are the ParallelMapper's (the batches' one "worker"
+  // is the Prefetcher's thread in the main process).
+  const bool nodes = is_nodes_processes(d);
+  const unsigned measured_w = nodes ? d.startup.workers : d.workers;
+  r.measured_workers = measured_w;
   r.measured_epoch_seconds = d.epoch_seconds();
   r.measured_wait_share = d.wait_share();
   r.measured_step_ms = d.step_mean_ms();  // the GPU's time per batch where it was measured
@@ -446,11 +526,17 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.measured_ttfb_ms = c.ttfb_ms;
     r.measured_first_ttfb_ms = c.first_ttfb_ms;
     r.measured_later_ttfb_ms = c.later_ttfb_ms;
-    const startup_prediction rp = predict_startup(c, c.method, d.workers);
+    const startup_prediction rp = predict_startup(c, c.method, measured_w);
     if (rp.known) r.replay_ttfb_ms = mean_ttfb_ms(rp, c);
     const startup_prediction p = predict_startup(c, r.start_method, a.workers);
     r.ttfb_known = p.known;
     r.ttfb_why = p.why_unknown;
+    if (nodes && !p.known && r.start_method == "fork" && c.method != "fork") {
+      // (LOTUS_FORK_PROBE's probe forks a DataLoader's worker; a ParallelMapper's is not probed.)
+      r.ttfb_why = "this run started its ParallelMapper's workers by " + c.method +
+                   ": a fork's own cost, the pages the forked workers copy from this process "
+                   "and the imports they inherit were not measured (trace one epoch with fork)";
+    }
     // The model stands behind another setting's start only where it replays this run's own
     // (the report's start-up advice asks the same).
     if (p.known && c.ttfb_ms > 0) {
@@ -623,7 +709,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   // pipeline: its ParallelMapper's workers map items, and start otherwise): it claims nothing for
   // another setting of it, as the report advises no count for it.
   if (const char* why = loader_kind_of(d.loader).worker_model_missing_whatif;
-      r.no_claim_why.empty() && *why != '\0' &&
+      !nodes && r.no_claim_why.empty() && *why != '\0' &&
       (a.workers != d.workers ||
        (!a.start_method.empty() && a.start_method != r.measured_start_method))) {
     r.no_claim_why = why;
@@ -632,7 +718,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   // whatever worker prepares it, right where the growth follows the clock or the data's order,
   // wrong where it follows each worker's own state (a cache, a leak: more workers each prepare
   // fewer batches and grow less). One run cannot tell which: no claim for another count.
-  if (r.no_claim_why.empty() && a.workers != d.workers) {
+  if (!nodes && r.no_claim_why.empty() && a.workers != d.workers) {
     const double g = batch_growth(d.batch_ms, d.workers, d.workers_restarted);
     if (g >= k_growth_no_claim) {
       r.no_claim_why =
@@ -754,6 +840,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
           format_number("%+.0f %%", -100 * fixed) + ")";
     }
   }
+  if (nodes) predict_nodes_epoch(d, a, r);
   // A model that does not reproduce the run it measured predicts nothing about another setting.
   if (r.no_claim_why.empty() && r.measured_epoch_seconds > 0 &&
       std::abs(r.replay.epoch_seconds - r.measured_epoch_seconds) >

@@ -217,6 +217,14 @@ struct whatif_result {
   memory_prediction memory;  ///< for model.workers
 };
 
+/// A torchdata.nodes pipeline whose ParallelMapper started process workers (its `startup`
+/// lines): whatif predicts it with predict_nodes_epoch, not the DataLoader's model.
+bool is_nodes_processes(const run_digest& d);
+/// The epoch of a torchdata.nodes ParallelMapper with process workers (r.replay, r.predicted):
+/// the start-up model's time to first batch plus the rest of the epoch as measured, where the
+/// workers would not bound it (else r.no_claim_why says why not). tools/docs/WHATIF.md.
+void predict_nodes_epoch(const run_digest& d, const whatif_args& a, whatif_result& r);
+
 /// Simulations of one run kept across predict_workers calls (tune's sweep, the report's advice):
 /// the replay of the measured setting and the fit of the cores' contention are the same for
 /// every setting asked about. A hit is the simulation of equal inputs (the same digest, the same

@@ -67,8 +67,7 @@ std::vector<loader_kind> builtin_kinds() {
        "lotus-tool's worker model describes DataLoader workers, not a torchdata.nodes pipeline "
        "(its ParallelMapper maps items, and starts its process workers otherwise): measure the "
        "other setting once",
-       "the start-up model describes a DataLoader's workers, not a torchdata.nodes "
-       "ParallelMapper's",
+       "",
        "Trace the training loop's pulls too: call lotus.torch.instrument() in the training "
        "process, which records each item taken from the pipeline's last node or its Loader.",
        "a trace of ops only", "", ""},

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "report/rules/rule.hpp"
+#include "trace/loader_kinds.hpp"
 #include "util/output.hpp"
 
 namespace lotus_tool {
@@ -14,8 +15,18 @@ namespace rules {
 
 namespace {
 
+// A loader that takes no DataLoader arguments (a torchdata.nodes ParallelMapper): the fixes
+// below are a DataLoader's, so none is advised; whatif predicts its start for another setting.
+bool takes_dataloader_fixes(const report_data& d) {
+  return loader_of(d).dataloader_arguments || !known_loader_kind(d.loader);
+}
+
 // What the start-up model cannot predict for this run (empty: it can).
 std::string startup_unpredictable(const report_data& d) {
+  if (!takes_dataloader_fixes(d)) {
+    return "the start-up fixes lotus advises are a DataLoader's arguments; lotus-tool whatif -w N "
+           "--start-method METHOD predicts this loader's start with another count or method";
+  }
   return startup_replay_missed(d.stats.startup.costs, d.loader);
 }
 
@@ -29,7 +40,7 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
   std::vector<startup_fix> out;
   const startup_analysis& a = d.stats.startup;
   const startup_costs& c = a.costs;
-  if (!a.present() || c.workers == 0) return out;
+  if (!a.present() || c.workers == 0 || !takes_dataloader_fixes(d)) return out;
   const double main_ms = main_ms_of(d);
   const auto run_text = [&](double saving) {
     return " (predicted: the run's main-process time " + format_ms(main_ms) + " \u2192 " +

@@ -85,8 +85,8 @@ _seq = _itertools.count()  # next() of a count is atomic under the GIL
 # this thread; another thread's iterator has its own).
 _local = _threading.local()
 # The worker targets whose Process.start() is a start to measure: a class (its instances:
-# dataloader.WorkerLoop, registered by dataloader.py, no import circle) or a function (nodes.py:
-# ParallelMapper's `_apply_udf` replacement).
+# dataloader.WorkerLoop, registered by dataloader.py, no import circle; nodes.py's _ApplyUdf,
+# ParallelMapper's `_apply_udf` replacement) or a function.
 _worker_targets = set()
 
 

@@ -496,7 +496,31 @@ def _apply_udf(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs):
             _lotus.flush()  # a process worker leaves without exit handlers
 
 
-_startup._worker_targets.add(_apply_udf)  # its Process.start() is a start to measure
+class _ApplyUdf:
+    """map._apply_udf's replacement as torchdata hands it to a Process (or a Thread): _apply_udf,
+    picklable as an object of its own. A spawned (or forkserver) worker unpickles the target
+    before its arguments, right after its interpreter's start and the main module's imports; the
+    map function and what it holds (the dataset) come after. Its unpickling marks that moment
+    (_startup.unpickled_loop, as a DataLoader's WorkerLoop does): the worker's `startup_boot`
+    line then splits its start as a DataLoader worker's, which the start-up model reads."""
+
+    __slots__ = ()
+
+    def __call__(self, *args, **kwargs):
+        return _apply_udf(*args, **kwargs)
+
+    def __reduce__(self):
+        return (_unpickled_apply_udf, ())
+
+
+def _unpickled_apply_udf():
+    """A spawned (or forkserver) ParallelMapper worker unpickles its target."""
+    _startup.unpickled_loop()
+    return APPLY_UDF
+
+
+APPLY_UDF = _ApplyUdf()
+_startup._worker_targets.add(_ApplyUdf)  # its Process.start() is a start to measure
 
 
 def _pin_memory(data, *args, **kwargs):
@@ -539,7 +563,7 @@ def targets():
          _owned_reset("ParallelMapper.reset"), ("self", "initial_state", "...")),
         ("nodes_map", "_ParallelMapperIter.__init__", nmap._ParallelMapperIter, "__init__",
          _pmi_init, ("self", "source", "map_fn", "...")),
-        ("nodes_map", "map._apply_udf", nmap, "_apply_udf", _apply_udf,
+        ("nodes_map", "map._apply_udf", nmap, "_apply_udf", APPLY_UDF,
          ("worker_id", "in_q", "out_q", "udf", "stop_event", "...")),
         ("nodes_pin", "PinMemory.reset", pin_memory.PinMemory, "reset",
          _owned_reset("PinMemory.reset"), ("self", "initial_state", "...")),
