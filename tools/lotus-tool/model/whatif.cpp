@@ -433,7 +433,8 @@ void predict_nodes_epoch(const run_digest& d, const whatif_args& a, whatif_resul
     return p;
   };
   const bool changed = a.workers != c.workers || r.start_method != c.method;
-  r.replay = outcome(r.replay_ttfb_ms > 0 ? r.replay_ttfb_ms : c.ttfb_ms);
+  // (The start-up model's replay where it stands behind it, else the measured start.)
+  r.replay = outcome(r.ttfb_known && r.replay_ttfb_ms > 0 ? r.replay_ttfb_ms : c.ttfb_ms);
   r.predicted = outcome(r.ttfb_known ? r.predicted_ttfb_ms : c.ttfb_ms);
   if (!r.no_claim_why.empty()) return;
   if (c.ttfb_ms <= 0 || after_s <= 0) {
