@@ -543,7 +543,14 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     // script's top-level imports). forkserver: a fork of the server; the server imports the main
     // module once where this interpreter's server does so (CPython 3.13.8, 3.14 on: the
     // `startup_forkserver` line's probe), else every worker imports it again after the fork.
-    double boot = c.boot_ms;
+    // A worker's boot on a core of its own: without its wait for one, where it was read (the
+    // `startup_boot` line). The model shares the cores among the workers it starts (`sharing`,
+    // above); the wait the measured boots had is either that sharing (more workers than cores)
+    // or other threads' (the traced main process's, the machine's other load), which a run of
+    // no more workers than cores does not share with (on bench/zoo's pipelines 0.25-0.46 s of a
+    // 2.3-4 s boot, 2 spawned workers on 2 cores).
+    const double own_boot = c.boot_alone_ms > 0 ? c.boot_alone_ms : c.boot_ms;
+    double boot = own_boot;
     if (method == "forkserver" && c.method == "spawn") {
       if (c.server_preloads_main < 0) {
         p.why_unknown =
@@ -565,7 +572,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
                       : "the forkserver imports the main module once (its start: a spawned "
                         "worker's interpreter and imports)";
       } else {
-        boot = std::max(k_fork_from_server_ms, c.boot_ms - k_exec_ms + k_fork_from_server_ms);
+        boot = std::max(k_fork_from_server_ms, own_boot - k_exec_ms + k_fork_from_server_ms);
         p.server_ms = k_exec_ms;
         p.basis =
             "this Python's forkserver does not preload the main module: every worker "
@@ -582,7 +589,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       if (c.server_preloads_main == 1 && c.server_start_ms > 0) {
         boot = c.server_start_ms;
       } else {
-        boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
+        boot = own_boot + k_exec_ms;  // at least: the main module's own imports not measured
       }
     } else if (method == "forkserver" && c.server_started) {
       p.server_ms = c.server_start_ms;  // measured
