@@ -254,8 +254,13 @@ def check_loop(files, tid, batches, epochs=1):
             assert not [n for n in names(rows) if BATCH.fullmatch(n)], f
     waits = [r for r in main if r[0].startswith("SBatchWait_")]
     pre = [r for r in files[f"nodes_worker_pid_{tid}"] if r[0].startswith("SBatchPreprocessed_")]
-    for (n, s, d), (wn, ws, wd) in zip(pre, waits):  # the same span
-        assert (n, s, d) == (wn.replace("Wait", "Preprocessed"), ws, wd)
+    # The same span: the same two clock readings, each file's converted to ns as the writer writes
+    # it; the writer re-anchors the clock every cycle (runtime/calibration.hpp), so two records of
+    # one reading written in different cycles may differ by a few ns (5 seen on a loaded machine).
+    assert len(pre) == len(waits)
+    for (n, s, d), (wn, ws, wd) in zip(pre, waits):
+        assert n == wn.replace("Wait", "Preprocessed")
+        assert abs(s - ws) <= 1000 and abs((s + d) - (ws + wd)) <= 1000, ((n, s, d), (wn, ws, wd))
 
 
 PLANTED = {"Decode": 1.0, "Read": 2.0, "Augment": 4.0}

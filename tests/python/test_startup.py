@@ -621,13 +621,22 @@ def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):
     assert "a worker whose first batch runs a full garbage collection: " in text, text
     assert "no claim on the first batch: " in text, text
     # The report's advice to start by fork comes with gc.freeze() where the probe measured a
-    # full collection's copy; frozen, it does not.
-    for mode, named in (("plain", True), ("freeze", False)):
+    # full collection that is a fifth of the fork's predicted start or more (fork_gc_cost_words;
+    # on a loaded machine the start grows, and it may not be); frozen, it does not. (Near the
+    # fifth, whatif's and the report's figures may fall either side: not judged there.)
+    for mode in ("plain", "freeze"):
+        su = js[mode]["startup"]
+        share = (su.get("fork_full_gc_ms") or 0) / max(
+            1e-9, su.get("predicted_ttfb_without_full_gc_ms") or su["predicted_ttfb_ms"] or 0)
         rep = json.loads(tool("report", str(tmp_path / mode), "--json"))
         fork = [f["advice"] for f in rep["findings"]
                 if "multiprocessing_context=\"fork\"" in (f.get("advice") or "")]
         assert fork, (mode, rep["findings"])
-        assert all(("gc.freeze() just before iter(loader)" in a) == named for a in fork), fork
+        if mode == "freeze":
+            assert not any("gc.freeze() just before iter(loader)" in a for a in fork), fork
+        elif share >= 0.25 or share <= 0.15:
+            assert all(("gc.freeze() just before iter(loader)" in a) == (share >= 0.25)
+                       for a in fork), (share, su, fork)
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

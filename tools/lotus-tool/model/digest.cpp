@@ -330,7 +330,23 @@ stats_options digest_stats_options() {
 }
 
 digest_builder::digest_builder(const trace_dir& dir, std::size_t max_ops)
-    : dir_(dir), max_ops_(max_ops) {}
+    : dir_(dir), max_ops_(max_ops) {
+  // The worker processes the sidecars' start-up lines name (their op time: a torchdata.nodes
+  // ParallelMapper's items), and their files: bounded by the starts, not by the files.
+  std::map<std::pair<std::uint64_t, std::string>, std::size_t> started;
+  for (const auto& kv : dir.processes)
+    for (const startup_meta& m : kv.second.startups)
+      for (const startup_start& st : m.starts)
+        started.emplace(std::make_pair(st.pid, kv.second.host), started.size());
+  if (started.empty()) return;
+  started_op_ms_.resize(started.size());
+  for (std::size_t i = 0; i < dir.files.size(); ++i) {
+    const trace_file& f = dir.files[i];
+    if (f.kind != file_kind::worker) continue;
+    const auto it = started.find(std::make_pair(f.pid, f.host));
+    if (it != started.end()) started_file_.emplace(i, it->second);
+  }
+}
 
 std::uint32_t digest_builder::name_id(std::string_view name, bool worker) {
   // The engine keeps a row for each of the first max_ops names met in worker files and pools
@@ -358,7 +374,12 @@ void digest_builder::add(std::size_t file, const record& r, const batch_ref& b) 
   if (b.kind == batch_kind::none) {
     const std::uint32_t id = name_id(r.name, kind == file_kind::worker);
     ops_.push({r.start_ns, r.dur_ns, id, 0});
-    if (kind == file_kind::worker) file_op_ms_[{file, id}] += static_cast<double>(r.dur_ns) / 1e6;
+    if (!started_file_.empty()) {
+      const auto it = started_file_.find(file);
+      if (it != started_file_.end()) {
+        started_op_ms_[it->second][id] += static_cast<double>(r.dur_ns) / 1e6;
+      }
+    }
     return;
   }
   if (kind != file_kind::main) return;
@@ -462,25 +483,16 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
   sample_ops(d, opt, range_lo, range_hi);
   add_startup_recs(dir, mains_, in.filter.active());
-  const startup_analysis started = analyze_startup(dir);
-  d.startup = started.costs;
+  d.startup = analyze_startup(dir).costs;
   // The started workers' own op time: each process's largest op sum (its outermost op, which
   // holds the ones nested in it), summed over the processes the start-up lines name.
-  std::set<std::pair<std::uint64_t, std::string>> worker_pids;
-  for (const startup_iteration& it : started.iterations)
-    for (const startup_worker_figures& w : it.workers_seen) worker_pids.emplace(w.pid, it.host);
-  std::map<std::pair<std::uint64_t, std::string>, std::map<std::uint32_t, double>> per_process;
-  for (const auto& kv : file_op_ms_) {
-    const trace_file& f = dir.files[kv.first.first];
-    const auto key = std::make_pair(f.pid, f.host);
-    if (worker_pids.count(key) != 0) per_process[key][kv.first.second] += kv.second;
-  }
-  for (const auto& kv : per_process) {
+  for (const auto& ops : started_op_ms_) {
     double most = 0;
-    for (const auto& op : kv.second) most = std::max(most, op.second);
+    for (const auto& op : ops) most = std::max(most, op.second);
     d.started_workers_op_ms += most;
   }
-  file_op_ms_.clear();
+  started_op_ms_.clear();
+  started_file_.clear();
   for (auto& kv : mains_) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)
   if (mains_.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);

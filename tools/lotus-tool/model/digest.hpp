@@ -156,8 +156,10 @@ class digest_builder {
   std::vector<bool> engine_named_;  // per name: the engine keeps a row of its own for it
   std::size_t engine_names_ = 0, other_names_ = 0;
   std::map<std::size_t, std::vector<main_rec>> mains_;
-  // Summed op durations (ms) per worker-kind file and op name (names are bounded by max_ops).
-  std::map<std::pair<std::size_t, std::uint32_t>, double> file_op_ms_;
+  // The files of the worker processes the start-up lines name (file -> process), and each such
+  // process's summed op durations (ms) by op name (names are bounded by max_ops).
+  std::unordered_map<std::size_t, std::size_t> started_file_;
+  std::vector<std::map<std::uint32_t, double>> started_op_ms_;
 };
 
 /// A run from summaries (trace/summary.hpp): the merged statistics, the ops' and batches'
