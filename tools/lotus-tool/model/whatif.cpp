@@ -520,8 +520,6 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   // workers of each epoch that starts them (every epoch, or the first of persistent workers)
   // as it predicts.
   bool fork_from_probe = false;  // fork predicted from a spawn or forkserver run's fork probe
-  // The replay's worker starts: the measured ones (or the start-up model's, below).
-  std::vector<std::vector<double>> replay_starts = d.worker_start_ms;
   if (d.startup.iterators > 0) {
     const startup_costs& c = d.startup;
     r.measured_start_method = c.method;
@@ -619,54 +617,29 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         }
       }
       const bool changed = a.workers != d.workers || r.start_method != c.method;
-      // The epoch model begins a worker's first batch at its slot and counts the batch's own
-      // preparation; the rest of the first batch's time (its index's delivery, its transfer to
-      // the main process), measured in the start-up's first batch, is not in it: the first
-      // slot begins that much later, so the first batch arrives when the start-up model says
-      // (the other workers' first batches are delivered while it is).
-      double prep = 0, n = 0;
-      for (const auto& e : d.batch_ms) {
-        if (e.empty()) continue;
-        prep += e.front();
-        ++n;
-      }
-      const double delay = n > 0 ? std::max(0.0, c.first_batch_ms - prep / n) : 0.0;
-      const bool once = c.persistent || a.persistent;
-      const auto model_starts = [&](const startup_prediction& q,
-                                    std::vector<std::vector<double>>& starts, bool keep_later) {
-        std::vector<double> slots = q.slot_ms, first_slots = q.first_slot_ms;
+      if (changed && !m.worker_start_ms.empty()) {
+        // The epoch model begins a worker's first batch at its slot and counts the batch's own
+        // preparation; the rest of the first batch's time (its index's delivery, its transfer to
+        // the main process), measured in the start-up's first batch, is not in it: the first
+        // slot begins that much later, so the first batch arrives when the start-up model says
+        // (the other workers' first batches are delivered while it is).
+        double prep = 0, n = 0;
+        for (const auto& e : d.batch_ms) {
+          if (e.empty()) continue;
+          prep += e.front();
+          ++n;
+        }
+        const double delay = n > 0 ? std::max(0.0, c.first_batch_ms - prep / n) : 0.0;
+        std::vector<double> slots = p.slot_ms, first_slots = p.first_slot_ms;
         if (!slots.empty()) slots.front() += delay;
         if (!first_slots.empty()) first_slots.front() += delay;
-        for (std::size_t k = 0; k < starts.size(); ++k) {
+        const bool once = c.persistent || a.persistent;
+        for (std::size_t k = 0; k < m.worker_start_ms.size(); ++k) {
           if (k == 0) {
-            starts[k] = first_slots.empty() ? slots : first_slots;
-          } else if (!keep_later) {
-            starts[k] = slots;
+            m.worker_start_ms[k] = first_slots.empty() ? slots : first_slots;
+          } else if (!once) {
+            m.worker_start_ms[k] = slots;
           }
-        }
-      };
-      // The measured workers' boots waited for a core beside no more workers than cores (other
-      // threads': the traced main process's, the machine's other load), which the start-up
-      // model leaves out (predict_startup): its start then stands for the measured one too, in
-      // the replay and in the measured setting's prediction, so that a change is not credited
-      // with that wait.
-      const bool boots_waited = c.boot_alone_ms > 0 && c.boot_alone_ms < c.boot_ms && c.cores > 0 &&
-                                static_cast<double>(measured_w) <= c.cores;
-      if ((changed || boots_waited) && !m.worker_start_ms.empty()) {
-        model_starts(p, m.worker_start_ms, once);
-      }
-      if (boots_waited && rp.known && !d.worker_start_ms.empty()) {
-        replay_starts = d.worker_start_ms;
-        model_starts(rp, replay_starts, c.persistent);
-        // How much that leaves out of an epoch (the mean over the epochs; with persistent
-        // workers only the first starts them): the replay is held to the measured epoch less it.
-        startup_costs walled = c;
-        walled.boot_alone_ms = 0;
-        const startup_prediction rw = predict_startup(walled, c.method, measured_w);
-        if (rw.known) {
-          const double epochs = static_cast<double>(d.worker_start_ms.size());
-          r.boot_wait_removed_s = std::max(0.0, mean_ttfb_ms(rw, c) - mean_ttfb_ms(rp, c)) / 1e3 *
-                                  (c.persistent ? 1.0 : epochs) / epochs;
         }
       }
     }
@@ -768,7 +741,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   replay.step_ms = r.measured_step_ms;
   replay.prefetch_factor = d.prefetch_factor ? d.prefetch_factor : m.prefetch_factor;
   replay.unordered = false;
-  replay.worker_start_ms = replay_starts;
+  replay.worker_start_ms = d.worker_start_ms;
   if (r.foreign_fitted) replay.cores = contention.capacity;
   const auto simulate = [&](const loader_model& x) {
     return memo != nullptr ? memo->simulate(d, work, r.work_scale, x) : simulate_loader(work, x);
@@ -870,9 +843,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   }
   if (nodes) predict_nodes_epoch(d, a, r);
   // A model that does not reproduce the run it measured predicts nothing about another setting.
-  // (Held to the measured epoch less the boots' wait for a core the model leaves out.)
   if (r.no_claim_why.empty() && r.measured_epoch_seconds > 0 &&
-      std::abs(r.replay.epoch_seconds - (r.measured_epoch_seconds - r.boot_wait_removed_s)) >
+      std::abs(r.replay.epoch_seconds - r.measured_epoch_seconds) >
           k_replay_tolerance * r.measured_epoch_seconds) {
     r.no_claim_why = replay_missed_text(r.replay.epoch_seconds, r.measured_epoch_seconds);
   }
@@ -1059,7 +1031,6 @@ nlohmann::json whatif_json(const whatif_result& r) {
                     {"start_method", r.start_method},
                     {"measured_ttfb_ms", r.measured_ttfb_ms},
                     {"replay_ttfb_ms", r.replay_ttfb_ms},
-                    {"boot_wait_removed_s", r.boot_wait_removed_s},
                     {"predicted_ttfb_ms",
                      r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
                     {"measured_first_ttfb_ms", r.measured_first_ttfb_ms},
@@ -1207,13 +1178,6 @@ std::string whatif_text(const whatif_result& r) {
            format_number("%.3f s", r.predicted_later_ttfb_ms / 1e3) + "\n";
     }
     if (r.ttfb_known && !r.ttfb_basis.empty()) s += "  (" + r.ttfb_basis + ")\n";
-    if (r.ttfb_known && r.boot_wait_removed_s > 0) {
-      s += "  (the measured workers, no more than the cores, waited for a core beside other "
-           "threads as they booted: the model leaves that wait out, " +
-           format_number("%.3f s", r.boot_wait_removed_s) +
-           " of a mean epoch, of its replay "
-           "and predictions)\n";
-    }
     if (r.ttfb_known && r.gc_full_ms > 0 && r.fork_gc_decided) {
       s += "  a forked worker's full garbage collection (+" +
            format_number("%.0f ms", r.gc_full_ms) + ", " +

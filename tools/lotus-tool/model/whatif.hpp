@@ -180,10 +180,6 @@ struct whatif_result {
          predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;
   std::string ttfb_why, ttfb_basis;
-  /// The measured workers (no more than the cores) waited for a core during their boots
-  /// beside other threads: the start-up model leaves that wait out of the replay and the
-  /// predictions; this is what it leaves out of a mean epoch (s; 0: none).
-  double boot_wait_removed_s = 0;
   /// fork predicted from the probes: a worker whose first batch runs a full garbage collection
   /// of the heap it inherited takes gc_full_ms more and copies gc_copy_bytes (0: not measured).
   /// Whether a worker runs one the run cannot tell: where both outcomes lie within

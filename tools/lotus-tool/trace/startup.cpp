@@ -249,14 +249,10 @@ double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
 std::string startup_replay_missed(const startup_costs& c, const std::string& loader) {
   // A loader whose workers' start-up the model does not describe (the loader table's words).
   if (const char* why = loader_kind_of(loader).startup_model_missing; *why != '\0') return why;
-  // The replay with the boots as measured (their wait for a core included, which the
-  // predictions leave out): whether the model's structure holds for this run.
-  startup_costs walled = c;
-  walled.boot_alone_ms = 0;
-  const startup_prediction r = predict_startup(walled, c.method, c.workers);
+  const startup_prediction r = predict_startup(c, c.method, c.workers);
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
-  const double replayed = mean_ttfb_ms(r, walled);
+  const double replayed = mean_ttfb_ms(r, c);
   if (std::abs(replayed - c.ttfb_ms) > std::max(0.25 * c.ttfb_ms, 60.0)) {
     char buf[160];
     std::snprintf(buf, sizeof buf,
@@ -547,14 +543,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     // script's top-level imports). forkserver: a fork of the server; the server imports the main
     // module once where this interpreter's server does so (CPython 3.13.8, 3.14 on: the
     // `startup_forkserver` line's probe), else every worker imports it again after the fork.
-    // A worker's boot on a core of its own: without its wait for one, where it was read (the
-    // `startup_boot` line). The model shares the cores among the workers it starts (`sharing`,
-    // above); the wait the measured boots had is either that sharing (more workers than cores)
-    // or other threads' (the traced main process's, the machine's other load), which a run of
-    // no more workers than cores does not share with (on bench/zoo's pipelines 0.25-0.46 s of a
-    // 2.3-4 s boot, 2 spawned workers on 2 cores).
-    const double own_boot = c.boot_alone_ms > 0 ? c.boot_alone_ms : c.boot_ms;
-    double boot = own_boot;
+    double boot = c.boot_ms;
     if (method == "forkserver" && c.method == "spawn") {
       if (c.server_preloads_main < 0) {
         p.why_unknown =
@@ -576,7 +565,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
                       : "the forkserver imports the main module once (its start: a spawned "
                         "worker's interpreter and imports)";
       } else {
-        boot = std::max(k_fork_from_server_ms, own_boot - k_exec_ms + k_fork_from_server_ms);
+        boot = std::max(k_fork_from_server_ms, c.boot_ms - k_exec_ms + k_fork_from_server_ms);
         p.server_ms = k_exec_ms;
         p.basis =
             "this Python's forkserver does not preload the main module: every worker "
@@ -593,7 +582,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       if (c.server_preloads_main == 1 && c.server_start_ms > 0) {
         boot = c.server_start_ms;
       } else {
-        boot = own_boot + k_exec_ms;  // at least: the main module's own imports not measured
+        boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
       }
     } else if (method == "forkserver" && c.server_started) {
       p.server_ms = c.server_start_ms;  // measured
