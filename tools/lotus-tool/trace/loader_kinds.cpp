@@ -61,12 +61,14 @@ std::vector<loader_kind> builtin_kinds() {
       // A torchdata.nodes pipeline (lotus.torch.instrument()): its ParallelMapper maps items.
       {"nodes", "ParallelMapper(num_workers=", ")", ")", "workers kept alive across epochs",
        "keep_workers_alive", k_threads_restarted, false, false, false, false,
-       "How many ParallelMapper workers would help cannot be told from this trace (lotus-tool's "
-       "worker model describes DataLoader workers, not a torchdata.nodes pipeline): the op with "
-       "the most time is the one to run in a ParallelMapper or make cheaper.",
-       "lotus-tool's worker model describes DataLoader workers, not a torchdata.nodes pipeline "
-       "(its ParallelMapper maps items, and starts its process workers otherwise): measure the "
-       "other setting once",
+       "How many ParallelMapper workers would help is not advised here (the report's worker "
+       "advice models a DataLoader's workers): lotus-tool whatif -w N predicts the epoch with N "
+       "process workers where the trace has their start; the op with the most time is the one "
+       "to run in a ParallelMapper or make cheaper.",
+       "lotus-tool's models describe DataLoader workers and a torchdata.nodes ParallelMapper's "
+       "process workers whose start the trace has, not this pipeline's (its ParallelMapper "
+       "maps items in threads, or its workers' start was not recorded): measure the other "
+       "setting once",
        "",
        "Trace the training loop's pulls too: call lotus.torch.instrument() in the training "
        "process, which records each item taken from the pipeline's last node or its Loader.",
