@@ -395,19 +395,26 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert js["ttfb_claim"] or "no_claim_why" in js, js
     assert su["ttfb_gc_half_ms"] == pytest.approx(0.5), su
     assert su["predicted_ttfb_ms"] == pytest.approx(su["predicted_ttfb_without_full_gc_ms"] + 0.5)
-    assert 0 < js["epoch_gc_half_seconds"] <= 0.15 * js["predicted"]["epoch_seconds"], js
-    assert js["epoch_claim"] or "no_claim_why" in js, js
+    # (On a loaded machine the model's time after the start may be too far from the run's own:
+    # then no epoch is claimed either way, and that rule says so.)
+    after_rule = "epoch_gc_half_seconds" not in js
+    if not after_rule:
+        assert 0 < js["epoch_gc_half_seconds"] <= 0.15 * js["predicted"]["epoch_seconds"], js
+        assert js["epoch_claim"] or "no_claim_why" in js, js
+    else:
+        assert js["epoch_no_claim_why"].startswith("after the start, the model's"), js
     large = fork_gc_rewritten(out, tmp_path / "large", 100_000_000_000)  # 100 s
     js = json.loads(tool("whatif", str(large), "--workers", "2", "--start-method", "fork",
                          "--json"))
     assert not js["ttfb_claim"] and "takes 100 s more" in js["ttfb_no_claim_why"], js
     assert not js["epoch_claim"] and "epoch_gc_half_seconds" not in js, js
-    assert "if they run no full garbage collection" in js["epoch_no_claim_why"] and \
-        "if each runs one" in js["epoch_no_claim_why"], js
+    if not after_rule:
+        assert "if they run no full garbage collection" in js["epoch_no_claim_why"] and \
+            "if each runs one" in js["epoch_no_claim_why"], js
     text = tool("whatif", str(small), "--workers", "2", "--start-method", "fork")
     assert "predicted: their midpoint, either within 0 ms" in text or \
         "predicted: their midpoint, either within 1 ms" in text, text
-    assert "the midpoint of the epoch with and without" in text, text
+    assert after_rule or "the midpoint of the epoch with and without" in text, text
     # Memory: a forked worker's private pages are not a spawned worker's. From the probe and
     # what a spawned worker unpickled, both outcomes (it copies none or all of the main
     # process's pages it could), the midpoint claimed only where both lie within 15 % of it

@@ -408,10 +408,10 @@ void predict_nodes_epoch(const run_digest& d, const whatif_args& a, whatif_resul
   // its first batch comes when the start-up model says. After it, each item goes to a worker
   // through one queue and comes back to the main process (a thread there receives, unpickles and
   // orders them), which then batches, collates and prefetches: on bench/zoo's pipeline (2
-  // cores) the rest of the epoch took 0.78-0.91 s untraced whatever the workers (fork, spawn or
-  // forkserver, 2 or 4) while the workers were busy for 30-40 % of it. So the rest of the epoch
-  // is the measured one where the workers, measured and asked, would be busy for less than
-  // k_nodes_worker_bound of it on the cores left to them (one is the main process's), and the
+  // cores) the rest of the epoch took 0.75-1.11 s untraced (medians, two runs) whatever the workers
+  // (fork, spawn or forkserver, 2 or 4) while the workers were busy for 31-34 % of it. So the rest
+  // of the epoch is the measured one where the workers, measured and asked, would be busy for less
+  // than k_nodes_worker_bound of it on the cores left to them (one is the main process's), and the
   // model claims no epoch otherwise.
   const startup_costs& c = d.startup;
   const double epochs = static_cast<double>(std::max<std::size_t>(1, d.epochs.size()));
