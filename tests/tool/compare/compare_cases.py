@@ -203,7 +203,8 @@ def test_diff_real():
     # CSV parses with the header's columns; text names every op.
     rows = list(csv.DictReader(io.StringIO(tool("diff", a, slow, "--csv").stdout)))
     check(len(rows) == len(j["ops"]) + len(j["run"]), f"{len(rows)} CSV rows")
-    check({r["verdict"] for r in rows if r["name"] == "SNormalize"} == {"slower"}, "csv verdict")
+    check({r["verdict"] for r in rows if r["name"] == "SNormalize"} == {v["SNormalize"]},
+          "csv verdict")  # (the JSON's: slower, or not flagged in a run too noisy to tell)
     text = tool("diff", a, slow).stdout
     # Op names as every command's text shows them (stats, report): without the records' 'S'.
     check("\nRandomResizedCrop " in text and "\nSRandomResizedCrop" not in text
