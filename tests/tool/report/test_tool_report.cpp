@@ -742,6 +742,21 @@ TEST_CASE("whatif: a torchdata.nodes ParallelMapper's epoch is its start plus th
   d.started_workers_op_ms = 0;
   r = run(4, "spawn", true);
   CHECK(r.no_claim_why.find("no record of the ParallelMapper's items") != std::string::npos);
+  // Persistent workers it does not have.
+  d.started_workers_op_ms = 400;
+  {
+    whatif_args a;
+    a.workers = 2;
+    a.persistent = true;
+    whatif_result q;
+    q.measured_epoch_seconds = 4.0;
+    q.model.cores = 2;
+    q.start_method = "spawn";
+    q.ttfb_known = true;
+    q.predicted_ttfb_ms = 3000;
+    predict_nodes_epoch(d, a, q);
+    CHECK(q.no_claim_why.find("no persistent workers") != std::string::npos);
+  }
   // A DataLoader's trace is not this model's.
   d.loader = "torch";
   CHECK_FALSE(is_nodes_processes(d));

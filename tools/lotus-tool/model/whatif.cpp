@@ -437,7 +437,11 @@ void predict_nodes_epoch(const run_digest& d, const whatif_args& a, whatif_resul
   r.replay = outcome(r.ttfb_known && r.replay_ttfb_ms > 0 ? r.replay_ttfb_ms : c.ttfb_ms);
   r.predicted = outcome(r.ttfb_known ? r.predicted_ttfb_ms : c.ttfb_ms);
   if (!r.no_claim_why.empty()) return;
-  if (c.ttfb_ms <= 0 || after_s <= 0) {
+  if (a.persistent) {
+    r.no_claim_why =
+        "a torchdata.nodes ParallelMapper starts its process workers again each epoch (its "
+        "reset): it has no persistent workers to predict";
+  } else if (c.ttfb_ms <= 0 || after_s <= 0) {
     r.no_claim_why =
         "the trace has no first item handed out by its ParallelMapper before its "
         "epoch's last batch: its start and the rest of its epoch cannot be told apart";
