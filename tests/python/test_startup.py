@@ -310,7 +310,7 @@ def fork_gc_rewritten(src, dst, full_gc_ns=None, distances=None):
         lines = p.read_text().splitlines(keepends=True)
         for i, line in enumerate(lines):
             f = line.split()
-            if f and f[0] == "startup_forkprobe" and len(f) == 18:
+            if f and f[0] == "startup_forkprobe" and len(f) == 19:
                 if full_gc_ns is not None:
                     f[10] = str(full_gc_ns)
                 f[14:18] = distances or ["-", "0", "-", "-"]
@@ -357,7 +357,7 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     for pid, fields in rows:
         assert pid == main_pid and fields[0] == "0" and fields[2] == "ok", fields
         figures = [int(x) for x in fields[3:13]]
-        assert len(fields) == 17 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
+        assert len(fields) == 18 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
         # The child's full collection after its batch: its time, the pages it copied, the part
         # of the batch that was one already (at most the batch), the collector on.
         assert figures[6] > 0 and figures[7] >= 0 and figures[8] <= figures[5], fields
@@ -367,6 +367,11 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
         untraced, exact, first_use, next_use = fields[13:17]
         assert exact in ("0", "1") and (untraced != "-" or exact == "0"), fields
         assert all(x == "-" or int(x) >= 0 for x in (untraced, first_use, next_use)), fields
+        # lotus's own time inside the iterator's __init__: the first probe's distance measured
+        # at its first worker's start (a fork of this process); none for the later one.
+        own = int(fields[17])
+        assert own > 0 if fields[1] == "first" and untraced != "-" else True, fields
+        assert own == 0 if fields[1] == "later" else True, fields
     workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
     assert len(workers) == 4  # 2 workers, 2 epochs
     assert trace_pids(out) == workers | {main_pid}
@@ -378,6 +383,22 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
     assert "LOTUS_FORK_PROBE" in su["basis"] and "before its first iterator" in su["basis"], su
     assert su["predicted_first_ttfb_ms"] > 0 and su["predicted_later_ttfb_ms"] > 0, su
+    # That time is in the measured start (one iterator of two carries it), not in the model's.
+    first_own = next(int(f[17]) for _, f in rows if f[1] == "first")
+    assert su["measured_lotus_ms"] == pytest.approx(first_own / 1e6 / 2, abs=1e-3), su
+    spawn = json.loads(tool("whatif", str(out), "--workers", "2", "--json"))["startup"]
+    assert spawn["replay_ttfb_ms"] > 0 and spawn["measured_lotus_ms"] == su["measured_lotus_ms"]
+    # The same trace without that figure (an older lotus's line): the model keeps lotus's time in
+    # the rest of __init__, and a fork start comes out longer.
+    older = shutil.copytree(out, tmp_path / "older")
+    for p in pathlib.Path(older).glob(".lotustrace_log.lotus-meta_*"):
+        p.write_text("".join(ln.rsplit(" ", 1)[0] + "\n" if ln.startswith("startup_forkprobe ")
+                             else ln for ln in p.read_text().splitlines(keepends=True)))
+    old = json.loads(tool("whatif", str(older), "--workers", "2", "--start-method", "fork",
+                          "--json"))["startup"]
+    assert old["measured_lotus_ms"] == 0, old
+    if first_own > 0:
+        assert old["predicted_first_ttfb_ms"] > su["predicted_first_ttfb_ms"], (old, su)
     assert su["fork_full_gc_ms"] > 0, su
     base = su["predicted_ttfb_without_full_gc_ms"]
     assert su["predicted_ttfb_with_full_gc_ms"] == pytest.approx(base + su["fork_full_gc_ms"]), su

@@ -176,6 +176,9 @@ struct whatif_result {
   std::string measured_start_method, start_method;
   double measured_ttfb_ms = 0, replay_ttfb_ms = 0, predicted_ttfb_ms = 0;
   /// The first iterator of a process (a forkserver's server starts in it) and the later ones.
+  /// lotus's own time inside an iterator's start (LOTUS_FORK_PROBE), in the measured figures,
+  /// not in the predictions (mean over the iterators).
+  double measured_lotus_ms = 0;
   double measured_first_ttfb_ms = 0, measured_later_ttfb_ms = 0, predicted_first_ttfb_ms = 0,
          predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;

@@ -286,6 +286,13 @@ class sidecar_parser {
         f.gc_untraced_exact = d[0] >= 0 && d[1] == 1;
         f.gc_first_demand = d[2];
         f.gc_next_demand = d[3];
+        // Then lotus's own time inside the iterator's __init__ (ns; absent in an older lotus's
+        // line). A value past a minute is not a measurement of this: taken as none.
+        std::string word;
+        std::uint64_t u = 0;
+        if ((ls >> word) && parse_u63(word, u) && u <= 60'000'000'000ull) {
+          f.own_ms = static_cast<double>(u) / 1e6;
+        }
       }
     }
   }

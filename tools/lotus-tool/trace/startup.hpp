@@ -53,6 +53,9 @@ struct startup_iteration {
   std::string site, iter_site;
   double init_ms = 0;  ///< iter(loader) to its __init__'s return (every worker started)
   double ttfb_ms = 0;  ///< iter(loader) to the first batch (0: not recorded)
+  /// lotus's own time inside its __init__ (LOTUS_FORK_PROBE's measurement at the first worker's
+  /// start): in init_ms and ttfb_ms as measured, out of the model's costs.
+  double lotus_ms = 0;
   std::vector<startup_worker_figures> workers_seen;
   /// The time to first batch cut by cause along its critical path (ms; they add up to ttfb_ms
   /// when it is known): the dataset's pickle (pickling in the main process and unpickling in
@@ -82,6 +85,9 @@ struct startup_costs {
   double fork_ms = 0;  ///< Process.start() of a fork run, per worker
   /// The rest of __init__ per worker, outside Process.start() (its queues, the first indices).
   double gap_ms = 0;
+  /// lotus's own time inside an iterator's __init__, mean over the iterators (LOTUS_FORK_PROBE:
+  /// in the measured starts, out of gap_ms; a replay of this run adds it back).
+  double lotus_ms = 0;
   double first_batch_ms = 0;  ///< from the later of __init__'s return and worker 0's readiness
   double ttfb_ms = 0, init_ms = 0;  ///< means over the iterators
   double cores = 0;                 ///< the main process's allowed CPUs (0: not recorded)

@@ -201,6 +201,10 @@ struct fork_probe_figures {
   /// next one used of it.
   double gc_untraced = -1, gc_first_demand = -1, gc_next_demand = -1;
   bool gc_untraced_exact = false;
+  /// lotus's own time inside the iterator's `__init__` for this line's measurement (the
+  /// collector's distance at its first worker's start): not the program's (0: none, an older
+  /// lotus).
+  double own_ms = 0;
   bool ok() const { return status == "ok"; }
 };
 

@@ -584,6 +584,7 @@ def _probe_at_start(it):
     here (torch's own work in the iterator's __init__ before it starts a worker, which an
     untraced fork run does before forking its first worker, is the program's), then noted."""
     probe, it.probe = it.probe, None
+    t0 = _time_ns()
     try:
         from .. import _gcmark
         status, figures, gc_figures = probe
@@ -593,13 +594,16 @@ def _probe_at_start(it):
         probe = (status, figures, gc_figures)
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass
-    fork_probe_note(it, probe, now=True)
+    # lotus's own time inside the iterator's __init__ (a fork of this process and the count):
+    # lotus-tool takes it out of the start it models.
+    fork_probe_note(it, probe, now=True, own_ns=_time_ns() - t0)
 
 
-def fork_probe_note(it, probe, when="first", now=False):
+def fork_probe_note(it, probe, when="first", now=False, own_ns=0):
     """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures). The first
     probe's, where its untraced distance was measured and the iterator has started no worker
-    yet, waits for the first worker's start (_probe_at_start) or the end of its __init__."""
+    yet, waits for the first worker's start (_probe_at_start) or the end of its __init__.
+    `own_ns`: what lotus's own measurement took inside the iterator's __init__ (its last field)."""
     if probe is None or it is None or not it.record:
         return
     status, figures, gc_figures = probe
@@ -607,9 +611,9 @@ def fork_probe_note(it, probe, when="first", now=False):
         it.probe = probe
         return
     distances = b" ".join(b"-" if v is None else b"%d" % v for v in gc_figures)
-    note(b"startup_forkprobe %d %s %s %s %s\n"
+    note(b"startup_forkprobe %d %s %s %s %s %d\n"
          % (it.seq, when.encode(), status.encode(), b" ".join(b"%d" % v for v in figures),
-            distances))
+            distances, max(0, int(own_ns))))
 
 
 def fork_probe(loader_iter):
