@@ -399,6 +399,29 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert old["measured_lotus_ms"] == 0, old
     if first_own > 0:
         assert old["predicted_first_ttfb_ms"] > su["predicted_first_ttfb_ms"], (old, su)
+
+    # The fork, the child's start and its setup: the smaller of the two probes' samples (noise
+    # only lengthens them). The later probe's set to the first's, then made 1 s longer: the same
+    # prediction; made 1 ns each: a shorter one.
+    def later_probe(name, values):
+        dst = shutil.copytree(out, tmp_path / name)
+        for p in pathlib.Path(dst).glob(".lotustrace_log.lotus-meta_*"):
+            lines = p.read_text().splitlines(keepends=True)
+            for i, line in enumerate(lines):
+                f = line.split()
+                if f[:3] == ["startup_forkprobe", "0", "later"]:
+                    f[4:7] = [str(v) for v in values]
+                    lines[i] = " ".join(f) + "\n"
+            p.write_text("".join(lines))
+        return json.loads(tool("whatif", str(dst), "--workers", "2", "--start-method", "fork",
+                               "--json"))["startup"]
+    firsts = [int(x) for x in next(f for _, f in rows if f[1] == "first")[3:6]]
+    same = later_probe("same", firsts)
+    longer = later_probe("long", [x + 10 ** 9 for x in firsts])
+    assert longer["predicted_first_ttfb_ms"] == pytest.approx(same["predicted_first_ttfb_ms"])
+    assert longer["predicted_later_ttfb_ms"] == pytest.approx(same["predicted_later_ttfb_ms"])
+    shorter = later_probe("short", [1, 1, 1])
+    assert shorter["predicted_first_ttfb_ms"] < same["predicted_first_ttfb_ms"], (shorter, same)
     assert su["fork_full_gc_ms"] > 0, su
     base = su["predicted_ttfb_without_full_gc_ms"]
     assert su["predicted_ttfb_with_full_gc_ms"] == pytest.approx(base + su["fork_full_gc_ms"]), su

@@ -134,8 +134,17 @@ double fork_start(const startup_costs& c, const fork_probe_figures& f, unsigned 
 // finds it), the later ones from the probe at its epoch's end; either stands for the other where
 // only one measured.
 void predict_fork_from_probe(const startup_costs& c, unsigned workers, startup_prediction& p) {
-  const fork_probe_figures& first = c.probe_first.ok() ? c.probe_first : c.probe_later;
-  const fork_probe_figures& later = c.probe_later.ok() ? c.probe_later : c.probe_first;
+  fork_probe_figures first = c.probe_first.ok() ? c.probe_first : c.probe_later;
+  fork_probe_figures later = c.probe_later.ok() ? c.probe_later : c.probe_first;
+  // The fork itself, the child's start and its setup are the same work in both probes, one
+  // sample each, which the machine's noise only lengthens: the smaller of the two (the batch
+  // stays each probe's own: the process's state differs between them).
+  for (double fork_probe_figures::*m : {&fork_probe_figures::fork_ms, &fork_probe_figures::start_ms,
+                                        &fork_probe_figures::setup_ms}) {
+    const double least = std::min(first.*m, later.*m);
+    first.*m = least;
+    later.*m = least;
+  }
   double init_first = 0;
   p.first_ttfb_ms = fork_start(c, first, workers, init_first, p.first_slot_ms);
   p.ttfb_ms = fork_start(c, later, workers, p.init_ms, p.slot_ms);
