@@ -2,7 +2,7 @@
 """A traced DataLoader whose fork workers each keep 150 MiB of private memory (run by
 test_memory.py in a fresh process).
 
-argv[1]: JSON {"trace": prefix, "workers": N, "context": "fork"|"spawn" (default fork)}. One epoch of 48 samples, batch size 4. Each worker
+argv[1]: JSON {"trace": prefix, "workers": N, "context": "fork"|"spawn"|"forkserver" (default fork)}. One epoch of 48 samples, batch size 4. Each worker
 allocates and writes 150 MiB at its first sample and keeps it to the end of the epoch. While the
 epoch runs, a thread of the main process samples every 20 ms the Pss of the main process and of
 each of its children (/proc/<pid>/smaps_rollup) and keeps the largest sum: the job's measured
@@ -54,9 +54,13 @@ def main():
     peak = [0, 0]  # bytes, processes
     done = threading.Event()
 
+    def tree(pid):  # a forkserver's workers are its server's children
+        kids = children(pid)
+        return kids + [g for k in kids for g in tree(k)]
+
     def sample():
         while not done.wait(0.02):
-            procs = [me] + children(me)
+            procs = [me] + tree(me)
             total = sum(pss(p) for p in procs)
             if total > peak[0]:
                 peak[0], peak[1] = total, len(procs)

@@ -94,6 +94,61 @@ def test_whatif_predicts_the_three_worker_peak_pss(tmp_path, context):
 @pytest.mark.skipif(not pathlib.Path("/proc/self/smaps_rollup").exists(),
                     reason="no /proc/self/smaps_rollup (Linux < 4.14)")
 @pytest.mark.skipif(TOOL is None, reason="LOTUS_TOOL not set")
+def test_forkserver_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
+    """forkserver workers from a 1-worker spawn run with the fork probe. Where this Python's
+    server imports the main module once (3.14), a worker shares the server's pages: the
+    server's heap once (a spawned worker's when it had imported the script), per worker what a
+    spawned worker allocated after that (its 150 MiB) and, as a range, none or up to a full
+    collection's copies in the probe of the server's pages; the midpoint within 15 % of a
+    measured 3-worker forkserver run. Where every worker imports the script again (3.11), a
+    forkserver worker is a spawned one: the same prediction as spawn's."""
+    trace1, _ = run(tmp_path, 1, "spawn", env={"LOTUS_FORK_PROBE": "1"})
+    server = [ln.split() for p in trace1.iterdir() if ".lotus-meta_" in p.name
+              for ln in p.read_text().splitlines() if ln.startswith("startup_forkserver ")]
+    assert server and server[0][3] in ("0", "1"), server
+    preloads = server[0][3] == "1"
+
+    def whatif(trace, method):
+        r = subprocess.run([TOOL, "whatif", str(trace), "--workers", "3", "--start-method",
+                            method, "--json"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+    w = whatif(trace1, "forkserver")
+    mem = w["memory"]
+    predicted = w["predicted"]["peak_memory_bytes"]
+    if not preloads:
+        assert mem["available"] is True and "low_bytes" not in mem, mem
+        assert predicted == whatif(trace1, "spawn")["predicted"]["peak_memory_bytes"]
+        return
+    assert mem["low_bytes"] < mem["high_bytes"], mem
+    assert "server imports the main module once" in mem["basis"], mem
+    assert "fork probe" in mem["basis"], mem
+    # Each worker at least its 150 MiB beyond the shared pages and the server's heap.
+    assert mem["low_bytes"] >= mem["shared_bytes"] + 3 * 150 * MIB, mem
+    assert mem["available"] is True, mem
+    assert predicted == pytest.approx((mem["low_bytes"] + mem["high_bytes"]) / 2, abs=1)
+    _, three = run(tmp_path, 3, "forkserver")
+    measured = three["peak_pss"]
+    err = abs(predicted - measured) / measured
+    print(f"predicted {predicted / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB, error {err:.1%}")
+    assert err <= 0.15, (predicted / MIB, measured / MIB, mem)
+    # Without the probe's lines: a worker's copies of the server's pages cannot be bounded.
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for p in trace1.iterdir():
+        if p.is_file():
+            text = p.read_text()
+            if ".lotus-meta_" in p.name:
+                text = "".join(ln for ln in text.splitlines(keepends=True)
+                               if not ln.startswith("startup_forkprobe "))
+            (plain / p.name).write_text(text)
+    mem = whatif(plain, "forkserver")["memory"]
+    assert mem["available"] is False and "not predicted from a spawn run" in mem["why"], mem
+
+
+@pytest.mark.skipif(not pathlib.Path("/proc/self/smaps_rollup").exists(),
+                    reason="no /proc/self/smaps_rollup (Linux < 4.14)")
+@pytest.mark.skipif(TOOL is None, reason="LOTUS_TOOL not set")
 def test_fork_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
     """A spawned worker's memory holds its own interpreter and imports, a forked one's does not:
     from a 1-worker spawn run with the fork probe, whatif predicts 3 fork workers from what a

@@ -365,6 +365,72 @@ bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_predic
   return true;
 }
 
+// forkserver from a spawn run, where this interpreter's server imports the main module once
+// (the `startup_forkserver` line's probe: CPython 3.13.8, 3.14 on): the tree's shared pages as
+// measured; the server's own heap once (a spawned worker's anonymous memory when it had imported
+// the main module, `loaded_anon`: what the server imports); and per worker what a spawned worker
+// allocated after that (its dataset, its batches) plus what it may copy of the server's pages:
+// none, or up to what a full collection of the main process's heap copied in the fork probe (a
+// full collection writes every tracked object's header; the main process holds what the server
+// imports and more). Both outcomes; the midpoint where both lie within k_fork_gc_band of it,
+// else no claim and both given. False (p untouched) where the run lacks a term.
+bool forkserver_memory_from_spawn(const run_digest& d, unsigned workers, memory_prediction& p) {
+  const auto in_mib = [](double b) { return format_number("%.0f MiB", b / 1048576.0); };
+  const startup_costs& c = d.startup;
+  if (c.method != "spawn" || c.server_preloads_main != 1 || !c.server_modules.empty()) {
+    return false;  // (other preloads: the server's start holds what a spawn run did not measure)
+  }
+  double copy = 0;
+  bool probed = false;
+  for (const fork_probe_figures* f : {&c.probe_first, &c.probe_later}) {
+    if (!f->ok() || f->gc_copy_bytes <= 0) continue;
+    probed = true;
+    copy = std::max(copy, f->gc_copy_bytes);
+  }
+  if (!probed) return false;
+  std::map<std::uint64_t, const startup_worker_figures*> boot;
+  for (const startup_iteration& it : d.stats.startup.iterations) {
+    for (const startup_worker_figures& w : it.workers_seen) {
+      if (w.loaded_anon > 0 && w.ready_anon > 0) boot[w.pid] = &w;
+    }
+  }
+  double after = 0, server = 0;
+  unsigned n = 0;
+  for (const worker_memory_figures& w : d.stats.memory_by_cause.workers) {
+    const auto b = boot.find(w.pid);
+    if (b == boot.end() || w.anon <= 0) continue;
+    after += std::max(0.0, w.anon - b->second->loaded_anon);
+    server += b->second->loaded_anon;
+    ++n;
+  }
+  if (n == 0) return false;
+  after /= n;
+  server /= n;
+  const double n_workers = static_cast<double>(workers) * p.worker_sets;
+  p.low_bytes = p.shared_bytes + server + n_workers * after;
+  p.high_bytes = p.low_bytes + n_workers * copy;
+  p.per_worker_bytes = after + copy / 2;
+  p.peak_bytes = (p.low_bytes + p.high_bytes) / 2;
+  p.basis =
+      "forkserver from this spawn run (this Python's server imports the main module once): "
+      "the shared pages as measured, the server's own " +
+      in_mib(server) +
+      " (a spawned worker's when it had imported the main module) and, per worker, " +
+      in_mib(after) +
+      " it allocates after its fork (a spawned worker's after that point) plus between "
+      "nothing and " +
+      in_mib(copy) +
+      " of the server's pages it copies (at most what a full collection of the main "
+      "process's heap copied in the fork probe)";
+  if (p.high_bytes - p.peak_bytes > k_fork_gc_band * p.peak_bytes) {
+    p.available = false;
+    p.unavailable_why = "the memory of forkserver workers is between " + in_mib(p.low_bytes) +
+                        " and " + in_mib(p.high_bytes) + " (" + p.basis +
+                        "): how much of the server's pages they copy depends on what they touch";
+  }
+  return true;
+}
+
 bool same_model(const loader_model& x, const loader_model& y) {
   return x.workers == y.workers && x.prefetch_factor == y.prefetch_factor && x.cores == y.cores &&
          x.step_ms == y.step_ms && x.step_cpu_ms == y.step_cpu_ms &&
@@ -867,7 +933,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   };
   if (r.memory.available && !r.measured_start_method.empty() &&
       !alike(r.start_method, r.measured_start_method) &&
-      !(r.start_method == "fork" && fork_memory_from_spawn(d, m.workers, r.memory))) {
+      !(r.start_method == "fork" && fork_memory_from_spawn(d, m.workers, r.memory)) &&
+      !(r.start_method == "forkserver" && forkserver_memory_from_spawn(d, m.workers, r.memory))) {
     r.memory.available = false;
     r.memory.unavailable_why =
         "the memory of " + r.start_method + " workers is not predicted from a " +
