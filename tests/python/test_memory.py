@@ -115,7 +115,7 @@ def test_forkserver_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
         return json.loads(r.stdout)
     w = whatif(trace1, "forkserver")
     mem = w["memory"]
-    predicted = w["predicted"]["peak_memory_bytes"]
+    predicted = w["predicted"].get("peak_memory_bytes")
     if not preloads:
         assert mem["available"] is True and "low_bytes" not in mem, mem
         assert predicted == whatif(trace1, "spawn")["predicted"]["peak_memory_bytes"]
@@ -125,10 +125,16 @@ def test_forkserver_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
     assert "fork probe" in mem["basis"], mem
     # Each worker at least its 150 MiB beyond the shared pages and the server's heap.
     assert mem["low_bytes"] >= mem["shared_bytes"] + 3 * 150 * MIB, mem
-    assert mem["available"] is True, mem
-    assert predicted == pytest.approx((mem["low_bytes"] + mem["high_bytes"]) / 2, abs=1)
     _, three = run(tmp_path, 3, "forkserver")
     measured = three["peak_pss"]
+    # The measured run lies in the range (give or take the sampler's 20 ms).
+    assert 0.9 * mem["low_bytes"] <= measured <= 1.1 * mem["high_bytes"], (measured / MIB, mem)
+    mid = (mem["low_bytes"] + mem["high_bytes"]) / 2
+    if mem["high_bytes"] - mid > 0.15 * mid:  # (a larger heap's collection: no claim, both said)
+        assert mem["available"] is False and "is between" in mem["why"], mem
+        return
+    assert mem["available"] is True, mem
+    assert predicted == pytest.approx(mid, abs=1)
     err = abs(predicted - measured) / measured
     print(f"predicted {predicted / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB, error {err:.1%}")
     assert err <= 0.15, (predicted / MIB, measured / MIB, mem)
