@@ -91,6 +91,19 @@ def test_whatif_predicts_the_three_worker_peak_pss(tmp_path, context):
     assert "more than the --memory-budget" in r.stderr
 
 
+def without_probe_lines(trace, dst):
+    """A copy of `trace` without its `startup_forkprobe` lines (a run without LOTUS_FORK_PROBE)."""
+    dst.mkdir()
+    for p in trace.iterdir():
+        if p.is_file():
+            text = p.read_text()
+            if ".lotus-meta_" in p.name:
+                text = "".join(ln for ln in text.splitlines(keepends=True)
+                               if not ln.startswith("startup_forkprobe "))
+            (dst / p.name).write_text(text)
+    return dst
+
+
 @pytest.mark.skipif(not pathlib.Path("/proc/self/smaps_rollup").exists(),
                     reason="no /proc/self/smaps_rollup (Linux < 4.14)")
 @pytest.mark.skipif(TOOL is None, reason="LOTUS_TOOL not set")
@@ -139,15 +152,7 @@ def test_forkserver_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
     print(f"predicted {predicted / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB, error {err:.1%}")
     assert err <= 0.15, (predicted / MIB, measured / MIB, mem)
     # Without the probe's lines: a worker's copies of the server's pages cannot be bounded.
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    for p in trace1.iterdir():
-        if p.is_file():
-            text = p.read_text()
-            if ".lotus-meta_" in p.name:
-                text = "".join(ln for ln in text.splitlines(keepends=True)
-                               if not ln.startswith("startup_forkprobe "))
-            (plain / p.name).write_text(text)
+    plain = without_probe_lines(trace1, tmp_path / "plain")
     mem = whatif(plain, "forkserver")["memory"]
     assert mem["available"] is False and "not predicted from a spawn run" in mem["why"], mem
 
@@ -181,15 +186,7 @@ def test_fork_memory_from_a_spawn_run_with_the_fork_probe(tmp_path):
     print(f"predicted {predicted / MIB:.0f} MiB, measured {measured / MIB:.0f} MiB, error {err:.1%}")
     assert err <= 0.15, (predicted / MIB, measured / MIB, mem)
     # The same run without its probe's lines: a forked worker's copies cannot be bounded.
-    plain = tmp_path / "plain"
-    plain.mkdir()
-    for p in trace1.iterdir():
-        if p.is_file():
-            text = p.read_text()
-            if ".lotus-meta_" in p.name:
-                text = "".join(ln for ln in text.splitlines(keepends=True)
-                               if not ln.startswith("startup_forkprobe "))
-            (plain / p.name).write_text(text)
+    plain = without_probe_lines(trace1, tmp_path / "plain")
     r = subprocess.run([TOOL, "whatif", str(plain), "--workers", "3", "--start-method", "fork",
                         "--json"], capture_output=True, text=True, timeout=120)
     w = json.loads(r.stdout)

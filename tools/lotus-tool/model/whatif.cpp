@@ -297,6 +297,41 @@ memory_prediction predict_memory(const run_digest& d, unsigned workers, std::uin
 
 namespace {
 
+// The spawned workers' anonymous memory by stage, mean over those with a boot line and a
+// memory reading (bytes): when they unpickled their loop (the interpreter and the main module's
+// imports), what they unpickled up to their first request for an index (the dataset), and what
+// they allocated after it (their largest reading's RssAnon beyond that). n 0: none had all three.
+struct spawned_stages {
+  double imports = 0, unpickled = 0, after_start = 0;
+  unsigned n = 0;
+};
+
+spawned_stages spawned_worker_stages(const run_digest& d) {
+  std::map<std::uint64_t, const startup_worker_figures*> boot;
+  for (const startup_iteration& it : d.stats.startup.iterations) {
+    for (const startup_worker_figures& w : it.workers_seen) {
+      if (w.loaded_anon > 0 && w.ready_anon > 0) boot[w.pid] = &w;
+    }
+  }
+  spawned_stages s;
+  for (const worker_memory_figures& w : d.stats.memory_by_cause.workers) {
+    const auto b = boot.find(w.pid);
+    if (b == boot.end() || w.anon <= 0) continue;
+    s.imports += b->second->loaded_anon;
+    s.unpickled += std::max(0.0, b->second->ready_anon - b->second->loaded_anon);
+    s.after_start += std::max(0.0, w.anon - b->second->ready_anon);
+    ++s.n;
+  }
+  if (s.n > 0) {
+    s.imports /= s.n;
+    s.unpickled /= s.n;
+    s.after_start /= s.n;
+  }
+  return s;
+}
+
+std::string mib(double bytes) { return format_number("%.0f MiB", bytes / 1048576.0); }
+
 // fork from a spawn or forkserver run (tools/docs/WHATIF.md §2): the tree's shared pages as
 // measured (the main process's own pages and the libraries, counted once: a forked worker shares
 // them until it writes them) and, per forked worker, what it allocates after its start (a spawned
@@ -306,7 +341,6 @@ namespace {
 // fork probe's). Both outcomes; the midpoint where both lie within k_fork_gc_band of it, else no
 // claim and both given. False (p untouched) where the run lacks a term.
 bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_prediction& p) {
-  const auto in_mib = [](double b) { return format_number("%.0f MiB", b / 1048576.0); };
   const startup_costs& c = d.startup;
   const fork_probe_figures* probes[] = {&c.probe_first, &c.probe_later};
   double gc = 0;
@@ -317,24 +351,9 @@ bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_predic
     if (f->gc_auto != 0) gc = std::max(gc, f->gc_copy_bytes);
   }
   if (!probed) return false;
-  std::map<std::uint64_t, const startup_worker_figures*> boot;
-  for (const startup_iteration& it : d.stats.startup.iterations) {
-    for (const startup_worker_figures& w : it.workers_seen) {
-      if (w.loaded_anon > 0 && w.ready_anon > 0) boot[w.pid] = &w;
-    }
-  }
-  double low = 0, unpickled = 0;
-  unsigned n = 0;
-  for (const worker_memory_figures& w : d.stats.memory_by_cause.workers) {
-    const auto b = boot.find(w.pid);
-    if (b == boot.end() || w.anon <= 0) continue;
-    low += std::max(0.0, w.anon - b->second->ready_anon);
-    unpickled += std::max(0.0, b->second->ready_anon - b->second->loaded_anon);
-    ++n;
-  }
-  if (n == 0) return false;
-  low /= n;
-  unpickled /= n;
+  const spawned_stages st = spawned_worker_stages(d);
+  if (st.n == 0) return false;
+  const double low = st.after_start, unpickled = st.unpickled;
   const double high = low + unpickled + gc;
   const double n_workers = static_cast<double>(workers) * p.worker_sets;
   p.low_bytes = p.shared_bytes + n_workers * low;
@@ -344,20 +363,20 @@ bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_predic
   p.basis = "fork from this " + d.startup.method +
             " run: the shared pages as measured and, per "
             "worker, " +
-            in_mib(low) +
+            mib(low) +
             " it allocates after its start (a spawned worker's) plus between "
             "nothing and " +
-            in_mib(unpickled + gc) +
+            mib(unpickled + gc) +
             " of the main process's pages it copies (what a "
             "spawned worker unpickled, " +
-            in_mib(unpickled) +
+            mib(unpickled) +
             ", and a full collection's copies in the "
             "fork probe, " +
-            in_mib(gc) + ")";
+            mib(gc) + ")";
   if (p.high_bytes - p.peak_bytes > k_fork_gc_band * p.peak_bytes) {
     p.available = false;
-    p.unavailable_why = "the memory of fork workers is between " + in_mib(p.low_bytes) + " and " +
-                        in_mib(p.high_bytes) + " (" + p.basis +
+    p.unavailable_why = "the memory of fork workers is between " + mib(p.low_bytes) + " and " +
+                        mib(p.high_bytes) + " (" + p.basis +
                         "): whether they copy those pages depends on what they read and on the "
                         "collector's count when they fork. gc.freeze() just before iter(loader) "
                         "and a dataset held as buffers rule most of it out";
@@ -375,7 +394,6 @@ bool fork_memory_from_spawn(const run_digest& d, unsigned workers, memory_predic
 // imports and more). Both outcomes; the midpoint where both lie within k_fork_gc_band of it,
 // else no claim and both given. False (p untouched) where the run lacks a term.
 bool forkserver_memory_from_spawn(const run_digest& d, unsigned workers, memory_prediction& p) {
-  const auto in_mib = [](double b) { return format_number("%.0f MiB", b / 1048576.0); };
   const startup_costs& c = d.startup;
   if (c.method != "spawn" || c.server_preloads_main != 1 || !c.server_modules.empty()) {
     return false;  // (other preloads: the server's start holds what a spawn run did not measure)
@@ -388,24 +406,9 @@ bool forkserver_memory_from_spawn(const run_digest& d, unsigned workers, memory_
     copy = std::max(copy, f->gc_copy_bytes);
   }
   if (!probed) return false;
-  std::map<std::uint64_t, const startup_worker_figures*> boot;
-  for (const startup_iteration& it : d.stats.startup.iterations) {
-    for (const startup_worker_figures& w : it.workers_seen) {
-      if (w.loaded_anon > 0 && w.ready_anon > 0) boot[w.pid] = &w;
-    }
-  }
-  double after = 0, server = 0;
-  unsigned n = 0;
-  for (const worker_memory_figures& w : d.stats.memory_by_cause.workers) {
-    const auto b = boot.find(w.pid);
-    if (b == boot.end() || w.anon <= 0) continue;
-    after += std::max(0.0, w.anon - b->second->loaded_anon);
-    server += b->second->loaded_anon;
-    ++n;
-  }
-  if (n == 0) return false;
-  after /= n;
-  server /= n;
+  const spawned_stages st = spawned_worker_stages(d);
+  if (st.n == 0) return false;
+  const double server = st.imports, after = st.unpickled + st.after_start;
   const double n_workers = static_cast<double>(workers) * p.worker_sets;
   p.low_bytes = p.shared_bytes + server + n_workers * after;
   p.high_bytes = p.low_bytes + n_workers * copy;
@@ -414,18 +417,17 @@ bool forkserver_memory_from_spawn(const run_digest& d, unsigned workers, memory_
   p.basis =
       "forkserver from this spawn run (this Python's server imports the main module once): "
       "the shared pages as measured, the server's own " +
-      in_mib(server) +
-      " (a spawned worker's when it had imported the main module) and, per worker, " +
-      in_mib(after) +
+      mib(server) + " (a spawned worker's when it had imported the main module) and, per worker, " +
+      mib(after) +
       " it allocates after its fork (a spawned worker's after that point) plus between "
       "nothing and " +
-      in_mib(copy) +
+      mib(copy) +
       " of the server's pages it copies (at most what a full collection of the main "
       "process's heap copied in the fork probe)";
   if (p.high_bytes - p.peak_bytes > k_fork_gc_band * p.peak_bytes) {
     p.available = false;
-    p.unavailable_why = "the memory of forkserver workers is between " + in_mib(p.low_bytes) +
-                        " and " + in_mib(p.high_bytes) + " (" + p.basis +
+    p.unavailable_why = "the memory of forkserver workers is between " + mib(p.low_bytes) +
+                        " and " + mib(p.high_bytes) + " (" + p.basis +
                         "): how much of the server's pages they copy depends on what they touch";
   }
   return true;
@@ -1033,12 +1035,6 @@ worker_advice advise_workers(const run_digest& d) {
   return adv;
 }
 
-namespace {
-
-std::string mib(double bytes) { return format_number("%.0f MiB", bytes / 1048576.0); }
-
-}  // namespace
-
 std::string whatif_sentence(const whatif_result& r) {
   return std::to_string(r.model.workers) + (r.model.workers == 1 ? " worker" : " workers") +
          (r.model.unordered ? " (in_order=False)" : "") + ": epoch " +
@@ -1257,15 +1253,13 @@ std::string whatif_text(const whatif_result& r) {
     if (r.ttfb_known && !r.ttfb_basis.empty()) s += "  (" + r.ttfb_basis + ")\n";
     if (r.ttfb_known && r.gc_full_ms > 0 && r.fork_gc_decided) {
       s += "  a forked worker's full garbage collection (+" +
-           format_number("%.0f ms", r.gc_full_ms) + ", " +
-           format_number("%.0f MiB", r.gc_copy_bytes / 1048576.0) +
+           format_number("%.0f ms", r.gc_full_ms) + ", " + mib(r.gc_copy_bytes) +
            " copied): " + printable(r.fork_gc_first.why) + "\n";
     } else if (r.ttfb_known && r.gc_full_ms > 0) {
       const double base = r.predicted_ttfb_ms - r.ttfb_gc_half_ms;
       s += "  a worker whose first batch runs a full garbage collection: " +
            format_number("%.3f s", (base + r.gc_full_ms) / 1e3) + " (+" +
-           format_number("%.0f ms", r.gc_full_ms) + ", " +
-           format_number("%.0f MiB", r.gc_copy_bytes / 1048576.0) +
+           format_number("%.0f ms", r.gc_full_ms) + ", " + mib(r.gc_copy_bytes) +
            " copied); without: " + format_number("%.3f s", base / 1e3) +
            (r.ttfb_gc_half_ms > 0 ? "; predicted: their midpoint, either within " +
                                         format_number("%.0f ms", r.ttfb_gc_half_ms)

@@ -416,7 +416,6 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       // lotus's own measurement inside __init__ (LOTUS_FORK_PROBE's collector distance at the
       // first worker's start) is not the program's: out of the modelled rest of __init__.
       const double own = m.probe_first.own_ms;
-      it.lotus_ms = own;
       own_total += own;
       gap += std::max(0.0, it.init_ms - in_starts - own) / static_cast<double>(m.starts.size());
       out.init_ms += it.init_ms;

@@ -53,9 +53,6 @@ struct startup_iteration {
   std::string site, iter_site;
   double init_ms = 0;  ///< iter(loader) to its __init__'s return (every worker started)
   double ttfb_ms = 0;  ///< iter(loader) to the first batch (0: not recorded)
-  /// lotus's own time inside its __init__ (LOTUS_FORK_PROBE's measurement at the first worker's
-  /// start): in init_ms and ttfb_ms as measured, out of the model's costs.
-  double lotus_ms = 0;
   std::vector<startup_worker_figures> workers_seen;
   /// The time to first batch cut by cause along its critical path (ms; they add up to ttfb_ms
   /// when it is known): the dataset's pickle (pickling in the main process and unpickling in
