@@ -282,10 +282,9 @@ def trace_pids(out):
     return {p.name.rsplit("_", 1)[1] for p in pathlib.Path(out).glob("lotustrace_log_*_pid_*")}
 
 
-def assert_fork_gc_band(js):
-    """whatif's fork prediction from the probes with a full collection measured: each of the
-    start and the epoch claimed at the midpoint of with and without it (both within 15 % of it),
-    or not claimed and both figures said."""
+def assert_fork_gc_ttfb_band(js):
+    """The start of assert_fork_gc_band: claimed at the midpoint of with and without the
+    collection, or not claimed and said why."""
     su = js["startup"]
     base, gc = su["predicted_ttfb_without_full_gc_ms"], su["fork_full_gc_ms"]
     if js["ttfb_claim"]:
@@ -294,6 +293,13 @@ def assert_fork_gc_band(js):
     else:
         assert su["predicted_ttfb_ms"] == pytest.approx(base), su
         assert "full garbage collection" in js["ttfb_no_claim_why"], js
+
+
+def assert_fork_gc_band(js):
+    """whatif's fork prediction from the probes with a full collection measured: each of the
+    start and the epoch claimed at the midpoint of with and without it (both within 15 % of it),
+    or not claimed and both figures said."""
+    assert_fork_gc_ttfb_band(js)
     if js["epoch_claim"]:
         assert 0 < js["epoch_gc_half_seconds"] <= 0.15 * js["predicted"]["epoch_seconds"], js
     elif "no_claim_why" not in js:  # (no epoch claimed for another setting of this trace)
@@ -329,8 +335,16 @@ def assert_fork_gc(js):
         assert_fork_gc_band(js)
         return
     base = su["predicted_ttfb_without_full_gc_ms"]
-    assert decided["first_iterator"] in ("first_batch", "later", "never"), decided
+    assert decided["first_iterator"] in ("first_batch", "later", "in_epoch", "never"), decided
     assert "allocations from its next full garbage collection" in decided["why"], decided
+    assert "epoch_gc_half_seconds" not in js, js
+    if not decided["ttfb_decided"]:
+        # Within the epoch, in the first batch or just after it: the epoch counts it, the start
+        # is the midpoint or no claim.
+        assert "in_epoch" in (decided["first_iterator"], decided["later_iterators"]), decided
+        assert decided["ttfb_counted_ms"] == 0, decided
+        assert_fork_gc_ttfb_band(js)
+        return
     # The collection counted in the start where a worker's first batch runs it, else not.
     counted = decided["ttfb_counted_ms"]
     assert su["predicted_ttfb_ms"] == pytest.approx(base + counted), su
@@ -465,6 +479,28 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     if not after_rule:
         assert "if they run no full garbage collection" in js["epoch_no_claim_why"] and \
             "if each runs one" in js["epoch_no_claim_why"], js
+    # Distances that put each worker's collection within its epoch but too near its first
+    # batch's use to say whether in it (110 left, the first batch uses 100, the next ones 1,000):
+    # the epoch counts it as where it runs after the first batch (200 left), the start is the
+    # midpoint or no claim; far beyond the epoch (10^7 left), the epoch is shorter.
+    def by_distance(name, untraced):
+        dst = fork_gc_rewritten(out, tmp_path / name, distances=[str(untraced), "1", "100", "1000"])
+        return json.loads(tool("whatif", str(dst), "--workers", "2", "--start-method", "fork",
+                               "--json"))
+    near, later, never = by_distance("near", 110), by_distance("later", 200), \
+        by_distance("never", 10 ** 7)
+    assert near["startup"]["fork_full_gc"]["first_iterator"] == "in_epoch", near["startup"]
+    assert later["startup"]["fork_full_gc"]["first_iterator"] == "later", later["startup"]
+    assert never["startup"]["fork_full_gc"]["first_iterator"] == "never", never["startup"]
+    assert near["startup"]["fork_full_gc"]["decided"], near["startup"]
+    assert not near["startup"]["fork_full_gc"]["ttfb_decided"], near["startup"]
+    assert later["startup"]["fork_full_gc"]["ttfb_decided"], later["startup"]
+    assert_fork_gc(near)
+    assert_fork_gc(later)
+    assert near["predicted"]["epoch_seconds"] == pytest.approx(later["predicted"]["epoch_seconds"])
+    assert near["predicted"]["epoch_seconds"] > never["predicted"]["epoch_seconds"], (near, never)
+    if not near["ttfb_claim"] and "no_claim_why" not in near:
+        assert "each runs one within its epoch" in near["ttfb_no_claim_why"], near
     text = tool("whatif", str(small), "--workers", "2", "--start-method", "fork")
     assert "predicted: their midpoint, either within 0 ms" in text or \
         "predicted: their midpoint, either within 1 ms" in text, text

@@ -349,11 +349,26 @@ TEST_CASE(
   f.gc_untraced_exact = true;
   f.gc_untraced = 2400;
   CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  // Within 1.25x of the first batch's use but well inside the epoch's: within the epoch, the
+  // first batch or just after it (the epoch pays it, the time to first batch is not decided).
   f.gc_untraced = 550;
+  d = lotus_tool::decide_fork_gc(f, 16);
+  CHECK(d.when == fork_gc_when::in_epoch);
+  CHECK(std::string(lotus_tool::fork_gc_when_name(d.when)) == "in_epoch");
+  CHECK(d.why.find("in its first batch or just after it") != std::string::npos);
+  CHECK(lotus_tool::fork_gc_in_epoch(d.when));
+  CHECK_FALSE(lotus_tool::fork_gc_ttfb_decided(d.when));
+  CHECK(lotus_tool::fork_gc_ttfb_decided(fork_gc_when::later));
+  CHECK_FALSE(lotus_tool::fork_gc_in_epoch(fork_gc_when::never));
+  // The first batch near the distance and the epoch too: unknown.
+  f.gc_untraced = 550;
+  f.gc_next_demand = 10;  // the epoch 500 + 150 = 650: within 1.25x of 550
   CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  f.gc_next_demand = 100;
   // A lower bound cannot say a worker runs one.
-  f.gc_untraced = 100;
   f.gc_untraced_exact = false;
+  CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
+  f.gc_untraced = 100;
   CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
   // Not measured (an older lotus, no marks), no next batch, the collector off: unknown.
   f.gc_untraced_exact = true;

@@ -657,6 +657,10 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         const bool later_iterators = c.iterators > std::max(1u, c.processes);
         r.fork_gc_decided = r.fork_gc_first.when != fork_gc_when::unknown &&
                             (!later_iterators || r.fork_gc_later.when != fork_gc_when::unknown);
+        // (in_epoch decides the epoch, not the time to first batch: that stays the midpoint of
+        // both outcomes, or no claim.)
+        r.fork_gc_ttfb_decided = r.fork_gc_decided && fork_gc_ttfb_decided(r.fork_gc_first.when) &&
+                                 (!later_iterators || fork_gc_ttfb_decided(r.fork_gc_later.when));
       }
       if (fork_from_probe && r.gc_full_ms > 0 && r.fork_gc_decided) {
         // One collection of the same heap, measured in each probe's child: the smaller figure,
@@ -665,6 +669,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         for (const fork_probe_figures* f : {&c.probe_first, &c.probe_later})
           if (f->ok() && f->gc_auto == 1 && f->full_gc_ms > 0)
             r.gc_full_ms = std::min(r.gc_full_ms, f->full_gc_ms);
+      }
+      if (fork_from_probe && r.gc_full_ms > 0 && r.fork_gc_ttfb_decided) {
         startup_prediction q = p;
         if (r.fork_gc_first.when == fork_gc_when::first_batch) q.first_ttfb_ms += r.gc_full_ms;
         if (r.fork_gc_later.when == fork_gc_when::first_batch) q.ttfb_ms += r.gc_full_ms;
@@ -675,13 +681,20 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         r.predicted_later_ttfb_ms = q.ttfb_ms;
       } else if (fork_from_probe && r.gc_full_ms > 0) {
         if (!fork_gc_within_band(p.ttfb_ms, r.gc_full_ms)) {
-          const std::string cost = fork_gc_cost_words(p);
+          startup_prediction costed = p;  // (the figure used: the smaller where decided)
+          costed.gc_full_ms = r.gc_full_ms;
+          const std::string cost = fork_gc_cost_words(costed);
           r.ttfb_no_claim_why =
               "a forked worker whose first batch runs a full garbage collection of the heap it "
               "inherits " +
               cost +
-              "; whether it runs one depends on the collector's count when the workers fork, "
-              "which tracing moves. gc.freeze() just before iter(loader) rules it out";
+              (r.fork_gc_decided
+                   ? "; each runs one within its epoch (the collector's distances), and whether "
+                     "in its first batch or just after it is too near to tell. gc.freeze() just "
+                     "before iter(loader) rules it out"
+                   : "; whether it runs one depends on the collector's count when the workers "
+                     "fork, which tracing moves. gc.freeze() just before iter(loader) rules it "
+                     "out");
         } else {
           r.ttfb_gc_half_ms = r.gc_full_ms / 2;
           r.predicted_ttfb_ms += r.ttfb_gc_half_ms;
@@ -851,8 +864,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         r.gc_full_ms * std::max(1.0, static_cast<double>(a.workers) / machine_cores);
     bool any = false;
     for (std::size_t k = 0; k < with_gc.worker_start_ms.size(); ++k) {
-      const fork_gc_when w = (k == 0 ? r.fork_gc_first : r.fork_gc_later).when;
-      if (w != fork_gc_when::first_batch && w != fork_gc_when::later) continue;
+      if (!fork_gc_in_epoch((k == 0 ? r.fork_gc_first : r.fork_gc_later).when)) continue;
       for (double& v : with_gc.worker_start_ms[k]) v += extra;
       any = true;
     }
@@ -1130,6 +1142,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
       j["startup"]["fork_full_gc"] = {{"first_iterator", fork_gc_when_name(r.fork_gc_first.when)},
                                       {"later_iterators", fork_gc_when_name(r.fork_gc_later.when)},
                                       {"decided", r.fork_gc_decided},
+                                      {"ttfb_decided", r.fork_gc_ttfb_decided},
                                       {"ttfb_counted_ms", r.ttfb_gc_decided_ms},
                                       {"why", r.fork_gc_first.why}};
     }
@@ -1255,7 +1268,8 @@ std::string whatif_text(const whatif_result& r) {
       s += "  a forked worker's full garbage collection (+" +
            format_number("%.0f ms", r.gc_full_ms) + ", " + mib(r.gc_copy_bytes) +
            " copied): " + printable(r.fork_gc_first.why) + "\n";
-    } else if (r.ttfb_known && r.gc_full_ms > 0) {
+    }
+    if (r.ttfb_known && r.gc_full_ms > 0 && !r.fork_gc_ttfb_decided) {
       const double base = r.predicted_ttfb_ms - r.ttfb_gc_half_ms;
       s += "  a worker whose first batch runs a full garbage collection: " +
            format_number("%.3f s", (base + r.gc_full_ms) / 1e3) + " (+" +

@@ -196,7 +196,10 @@ struct whatif_result {
   /// collection, which the prediction then counts (ttfb_gc_decided_ms of it in the time to
   /// first batch, the mean over the iterators) or not, in place of the midpoint.
   fork_gc_decision fork_gc_first, fork_gc_later;
-  bool fork_gc_decided = false;
+  /// fork_gc_decided: the epoch's collections are decided (every case but `unknown`);
+  /// fork_gc_ttfb_decided: the time to first batch's too (not with `in_epoch`: first batch or
+  /// just after, too near to tell which).
+  bool fork_gc_decided = false, fork_gc_ttfb_decided = false;
   double ttfb_gc_decided_ms = 0;
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most

@@ -173,9 +173,19 @@ bool fork_gc_within_band(double base, double gc);
 /// fork (lotus's own allocations taken out) against what a worker's first batch uses of it, and
 /// its epoch (the first batch, then `batches_per_worker` - 1 batches as the probe's next one).
 /// `first_batch`: in its first batch (its time to first batch pays it); `later`: after it, within
-/// the epoch; `never`: not within the epoch; `unknown`: the figures are missing, or too near to
-/// tell (within k_fork_gc_margin of each other).
-enum class fork_gc_when { unknown, first_batch, later, never };
+/// the epoch; `in_epoch`: within the epoch, in its first batch or after it (the first batch's
+/// use too near the distance to tell which: the epoch pays it either way, its time to first batch
+/// is not decided); `never`: not within the epoch; `unknown`: the figures are missing, or too
+/// near to tell (within k_fork_gc_margin of each other).
+enum class fork_gc_when { unknown, first_batch, later, in_epoch, never };
+/// Whether the epoch of a worker decided `w` pays the collection, and whether its time to first
+/// batch is decided (every case but `in_epoch` and `unknown`).
+inline bool fork_gc_in_epoch(fork_gc_when w) {
+  return w == fork_gc_when::first_batch || w == fork_gc_when::later || w == fork_gc_when::in_epoch;
+}
+inline bool fork_gc_ttfb_decided(fork_gc_when w) {
+  return w != fork_gc_when::unknown && w != fork_gc_when::in_epoch;
+}
 struct fork_gc_decision {
   fork_gc_when when = fork_gc_when::unknown;
   std::string why;  ///< the figures it rests on, in words (empty: unknown without figures)
