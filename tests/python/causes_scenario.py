@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
 """A DataLoader run that plants one cause of slow batches (run by test_causes.py in a fresh process).
 
-argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults|cold|warm}. Two fork
-workers, batch size 4, lotus.torch traced; each sample does the planted work. cold and warm: each
+argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults|cold|warm|none,
+"step": seconds}. Two fork workers, batch size 4, lotus.torch traced; each sample does the planted
+work (none: nothing), the loop sleeps `step` (default 0) after each batch. cold and warm: each
 sample reads a file of its own (512 KiB, in the trace's directory's sibling `data`) with read(2):
 cold after the files were written, synced and dropped from the page cache (from the device), warm
 after they were read once (from the page cache).
@@ -94,7 +95,10 @@ def main():
         extra["worker_init_fn"] = pin_worker
     try:
         loader = DataLoader(Planted(), batch_size=4, num_workers=2, **extra)
-        n = sum(1 for _ in loader)
+        n = 0
+        for _ in loader:
+            n += 1
+            time.sleep(CFG.get("step", 0))
     finally:
         if hog is not None:
             hog.kill()

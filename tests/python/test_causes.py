@@ -149,6 +149,48 @@ def test_cold_storage_is_read_and_whatif_claims_nothing_of_more_workers(tmp_path
     assert "read from the device" not in js.get("no_claim_why", ""), js
 
 
+def ready_waits_ms(trace):
+    """The main process's SBatchWait durations (ms) of the batches whose SBatchPreprocessed
+    ended before the wait began (out-of-order markers left out), read here without lotus-tool."""
+    ends, waits = {}, []
+    for p in pathlib.Path(trace).iterdir():
+        if "_worker_pid_" in p.name or "_main_pid_" in p.name:
+            for ln in p.read_text().splitlines():
+                name, start, dur = ln.split(",")
+                if name.startswith("SBatchPreprocessed_"):
+                    ends[int(name.split("_")[1])] = int(start) + int(dur)
+                elif name.startswith("SBatchWait_") and int(dur) != 1000:
+                    waits.append((int(name.split("_")[1]), int(start), int(dur)))
+    return sorted(dur / 1e6 for idx, start, dur in waits if idx in ends and ends[idx] < start)
+
+
+def test_the_consumers_own_time_to_receive_a_batch(tmp_path):
+    """A loop slower than its workers (a 20 ms step, samples that cost nothing): every batch but
+    the first is ready before the loop asks for it, and what the loop still waits for it is its
+    own time to receive it. whatif's model takes their median as the consumer's time per batch
+    (model.receive_ms), and says so; a run with fewer than 5 such waits gets none."""
+    trace = run(tmp_path, "none", step=0.02)
+    ready = ready_waits_ms(trace)
+    assert len(ready) >= 5, ready
+    js = whatif(trace, 3)
+    assert js["model"]["receive_samples"] == len(ready), (js["model"], ready)
+    assert js["model"]["receive_ms"] == pytest.approx(ready[len(ready) // 2], rel=1e-9), ready
+    r = subprocess.run([TOOL, "whatif", str(trace), "--workers", "3"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "receiving a batch %.2f ms" % ready[len(ready) // 2] in r.stdout, r.stdout
+    assert "over %d)" % len(ready) in r.stdout, r.stdout
+    # Workers slower than the loop (10 ms of CPU a sample, no step): no batch is ready before it
+    # is asked for, so no figure and no term.
+    slow = run(tmp_path / "s", "compute")
+    js = whatif(slow, 3)
+    if len(ready_waits_ms(slow)) < 5:
+        assert js["model"]["receive_ms"] == 0 and js["model"]["receive_samples"] == 0, js
+        assert "receiving a batch" not in subprocess.run(
+            [TOOL, "whatif", str(slow), "--workers", "3"], capture_output=True, text=True,
+            timeout=120).stdout
+
+
 def test_off(tmp_path):
     """LOTUS_RESOURCES=0: no batchres lines, no "causes" in stats, the records as always."""
     trace = run(tmp_path, "blocked", env={"LOTUS_RESOURCES": "0"})

@@ -203,6 +203,82 @@ TEST_CASE("whatif: predict_workers replays the measured setting and scales worke
   CHECK(predict_workers(d, a).predicted.epoch_seconds == Approx(0.4));
 }
 
+TEST_CASE("whatif model: the consumer's own time to receive each batch",
+          "[tool][compare][whatif]") {
+  // 10 batches of 1 ms, 2 workers on 2 cores, a 10 ms step: the step sets the pace. Receiving a
+  // batch takes the consumer 2 ms more, counted in its wait as lotus records it: batch 0 ready at
+  // 1 ms and consumed at 3 ms, then one every 12 ms: the last at 3 + 9 x 12 ms; waits 1 ms and
+  // 10 x 2 ms.
+  const auto fast = one_epoch(std::vector<double>(10, 1.0));
+  loader_model m = model(2, 2, 10);
+  m.receive_ms = 2;
+  const loader_prediction p = simulate_loader(fast, m);
+  CHECK(p.epoch_seconds == Approx(0.111));
+  CHECK(p.wait_share == Approx(21.0 / 111.0));
+  // Without it: 1 + 9 x 10 ms (the model of before).
+  m.receive_ms = 0;
+  CHECK(simulate_loader(fast, m).epoch_seconds == Approx(0.091));
+}
+
+TEST_CASE(
+    "whatif: the receiving time is the median wait for a batch that was ready before it "
+    "was asked for",
+    "[tool][compare][whatif]") {
+  // One main process (pid 100), one worker (pid 200), 8 batches of 10 ms one after another.
+  // Batch k ends at 10k + 10 ms; the consumer asks for it at 10k + 12 ms (ready: it waits
+  // 1 + k ms, receiving it) except batches 2 and 5, asked for at 10k + 5 ms (not yet ready:
+  // 20 ms waits, left out) and batch 7, whose wait is an out-of-order marker (1 us, left out).
+  // The ready ones: 1, 2, 4, 5, 7 ms; their median 4 ms.
+  lotus_test::temp_dir dir;
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    for (int k = 0; k < 8; ++k)
+      w << "SBatchPreprocessed_" << k << "," << at(10 * static_cast<std::uint64_t>(k)) << ","
+        << 10 * ms << "\n";
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
+    for (int k = 0; k < 8; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      const bool early = k == 2 || k == 5;
+      const std::uint64_t ask = 10 * u + (early ? 5 : 12);
+      const std::uint64_t dur = k == 7 ? 1000 : early ? 20 * ms : (1 + u) * ms;
+      m << "SBatchWait_" << k << "," << at(ask) << "," << dur << "\n";
+      m << "SBatchConsumed_" << k << "," << std::to_string(t0 + ask * ms + dur + 1000) << ",1000\n";
+    }
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  const run_digest d = digest_run(in);
+  CHECK(d.receive_samples == 5);
+  CHECK(d.receive_ms == Approx(4.0));
+  whatif_args a;
+  a.workers = 2;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.model.receive_ms == Approx(4.0));
+  CHECK(r.receive_samples == 5);
+  CHECK(r.replay.epoch_seconds > 0);
+  // Fewer than k_receive_min_samples such waits: not measured, no term.
+  lotus_test::temp_dir few;
+  {
+    std::ofstream w(few / "lotustrace_log_worker_pid_200");
+    for (int k = 0; k < 8; ++k)
+      w << "SBatchPreprocessed_" << k << "," << at(10 * static_cast<std::uint64_t>(k)) << ","
+        << 10 * ms << "\n";
+    std::ofstream m(few / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 8; ++k) {
+      const auto u = static_cast<std::uint64_t>(k);
+      m << "SBatchWait_" << k << "," << at(10 * u + 5) << "," << 6 * ms << "\n";
+      m << "SBatchConsumed_" << k << "," << at(10 * u + 12) << ",1000\n";
+    }
+  }
+  in.dirs = {few.path};
+  const run_digest none = digest_run(in);
+  CHECK(none.receive_samples == 0);
+  CHECK(none.receive_ms == 0);
+}
+
 TEST_CASE("whatif: a run without batches is refused with a message", "[tool][compare][whatif]") {
   run_digest d;
   whatif_args a;

@@ -108,10 +108,17 @@ epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_mod
   const double step_s = std::max(0.0, m.step_ms) / 1e3;
   in.step_cpu_s = std::min(step_s, std::max(0.0, m.step_cpu_ms) / 1e3);
   in.step_off_s = step_s - in.step_cpu_s;
+  // The consumer receives each batch before its step (its wait as lotus records it): busy then,
+  // as in its step, and the next index is sent once it has.
+  const double receive_s = std::max(0.0, m.receive_ms) / 1e3;
+  in.step_off_s += receive_s;
   in.unordered = m.unordered;
   if (start_ms != nullptr)
     for (const double v : *start_ms) in.worker_begin_s.push_back(v / 1e3);
-  const epoch_outcome o = simulate_epoch(in);
+  epoch_outcome o = simulate_epoch(in);
+  // (Counted as lotus counts it: in the wait, and the last batch consumed once received.)
+  o.wait_s += receive_s * static_cast<double>(o.batches);
+  o.last_take += receive_s;
   if (!o.converged) {
     throw tool_error(exit_invalid, "whatif: the DataLoader model did not converge (" +
                                        std::to_string(batch_ms.size()) + " batches)");
@@ -435,7 +442,7 @@ bool forkserver_memory_from_spawn(const run_digest& d, unsigned workers, memory_
 
 bool same_model(const loader_model& x, const loader_model& y) {
   return x.workers == y.workers && x.prefetch_factor == y.prefetch_factor && x.cores == y.cores &&
-         x.step_ms == y.step_ms && x.step_cpu_ms == y.step_cpu_ms &&
+         x.step_ms == y.step_ms && x.step_cpu_ms == y.step_cpu_ms && x.receive_ms == y.receive_ms &&
          x.offcpu_share == y.offcpu_share && x.cpuwait_share == y.cpuwait_share &&
          x.foreign == y.foreign && x.unordered == y.unordered &&
          x.worker_start_ms == y.worker_start_ms;
@@ -566,6 +573,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
                       : d.prefetch_factor ? d.prefetch_factor
                                           : 2;
   m.step_ms = a.step_ms >= 0 ? a.step_ms : r.measured_step_ms;
+  m.receive_ms = d.workers > 0 && a.workers > 0 ? d.receive_ms : 0.0;
+  r.receive_samples = m.receive_ms > 0 ? d.receive_samples : 0;
   m.step_cpu_ms = a.step_cpu_ms;
   if (a.offcpu_share >= 0) {
     m.offcpu_share = std::min(1.0, a.offcpu_share);
@@ -1094,7 +1103,9 @@ nlohmann::json whatif_json(const whatif_result& r) {
                 {"offcpu_share", r.model.offcpu_share},
                 {"offcpu_from", r.offcpu_from},
                 {"persistent_workers", r.persistent},
-                {"work_scale", r.work_scale}};
+                {"work_scale", r.work_scale},
+                {"receive_ms", r.model.receive_ms},
+                {"receive_samples", r.receive_samples}};
   if (r.foreign_fitted) {  // (absent where none was fitted: the output of before)
     j["model"]["cpu_wait_share"] = r.model.cpuwait_share;
     j["model"]["cores_available"] = r.model.cores;
@@ -1226,6 +1237,11 @@ std::string whatif_text(const whatif_result& r) {
   s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
        std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
        " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +
+       (r.model.receive_ms > 0
+            ? ", receiving a batch " + format_number("%.2f ms", r.model.receive_ms) +
+                  " (the median wait for a batch that was ready before it was asked for, over " +
+                  std::to_string(r.receive_samples) + ")"
+            : std::string()) +
        (r.model.unordered ? ", in_order=False" : ", in order") +
        (r.model.offcpu_share > 0 ? ", off-CPU " + pct(r.model.offcpu_share, 0, " ") +
                                        " of a batch (" + r.offcpu_from + ")"

@@ -67,6 +67,9 @@ struct loader_model {
   /// as long as the measured workers did. 0: none.
   double foreign = 0;
   bool unordered = false;
+  /// The consumer's own time to receive each batch (run_digest::receive_ms), ms: spent in its
+  /// wait for data as lotus records it. 0: none.
+  double receive_ms = 0;
   // (A new field joins same_model() in whatif.cpp, which the simulation memo compares.)
   /// Per epoch replayed (the same index as the epochs given to simulate_loader): when each
   /// worker slot may begin its first batch, in ms from the epoch's start (worker start-up,
@@ -204,6 +207,7 @@ struct whatif_result {
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
   /// the cores, only other threads make them wait.
+  std::uint64_t receive_samples = 0;  ///< the waits model.receive_ms is the median of
   double measured_cpu_wait_share = 0;
   bool foreign_fitted = false;
   /// Fitted (foreign_fitted): the cores the loader had (model.cores is it, scaled to the
