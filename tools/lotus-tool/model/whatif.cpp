@@ -973,9 +973,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
 std::string replay_missed_text(double replay_s, double measured_s) {
   return "the loader model replays this run's own setting at " + format_ms(replay_s * 1e3) +
          " an epoch against " + format_ms(measured_s * 1e3) +
-         " measured, so it predicts no other. What it does not model: the main process's own "
-         "cost per batch (receiving and unpickling each batch), memory bandwidth, the storage "
-         "device's own limit";
+         " measured, so it predicts no other. What it does not model: memory bandwidth, the "
+         "storage device's own limit, and the main process's own cost per batch (receiving and "
+         "unpickling each) where the trace has fewer than " +
+         std::to_string(k_receive_min_samples) +
+         " batches that were ready before it was asked "
+         "for them";
 }
 
 bool torch_lacks_in_order(const std::string& torch_version) {
