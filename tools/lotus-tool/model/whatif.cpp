@@ -108,8 +108,9 @@ epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_mod
   const double step_s = std::max(0.0, m.step_ms) / 1e3;
   in.step_cpu_s = std::min(step_s, std::max(0.0, m.step_cpu_ms) / 1e3);
   in.step_off_s = step_s - in.step_cpu_s;
-  // The consumer receives each batch before its step (its wait as lotus records it): busy then,
-  // as in its step, and the next index is sent once it has.
+  // The consumer receives each batch before its step (in its wait as lotus records it): busy
+  // then, as in its step. (The model sends the next index as the batch is taken, torch once it
+  // is received: a receiving time early.)
   const double receive_s = std::max(0.0, m.receive_ms) / 1e3;
   in.step_off_s += receive_s;
   in.unordered = m.unordered;
