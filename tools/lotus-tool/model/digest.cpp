@@ -9,7 +9,6 @@
 #include <unordered_map>
 #include <utility>
 
-#include "format/batch_kinds.hpp"
 #include "format/record.hpp"
 #include "trace/gpu.hpp"
 #include "trace/summary.hpp"
@@ -386,8 +385,6 @@ void digest_builder::add(std::size_t file, const record& r, const batch_ref& b) 
   if (kind != file_kind::main) return;
   main_rec m{};
   if (main_rec_of(r, b, m)) mains_[file].push_back(m);
-  if (b.kind == batch_kind::wait && r.dur_ns != k_marker_ns)
-    waits_.push_back({b.idx, r.start_ns, r.dur_ns});
 }
 
 // Op samples: reservoir sampling (Algorithm R) with one seeded generator, per-op capacity from
@@ -483,32 +480,12 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
     range_hi = std::max(range_hi, p.end_ns);
     if (p.idx < d.workers) slot_starts[p.idx].push_back(p.start_ns);
   }
-  // The consumer's own time to receive a ready batch (receive_ms): each wait paired with its
-  // batch, the latest of its index that began before the wait ended (loaders and epochs reuse
-  // indices); the waits whose batch had ended before they began, their median.
-  if (!waits_.empty() && !d.stats.preprocessed.empty()) {
-    std::unordered_map<std::uint64_t, std::vector<std::pair<std::uint64_t, std::uint64_t>>> of;
-    for (const batch_point& p : d.stats.preprocessed) of[p.idx].emplace_back(p.start_ns, p.end_ns);
-    for (auto& kv : of) std::sort(kv.second.begin(), kv.second.end());
-    std::vector<double> ready;
-    for (const wait_rec& w : waits_) {
-      const auto it = of.find(w.idx);
-      if (it == of.end()) continue;
-      const auto& v = it->second;
-      const std::uint64_t end = w.start_ns + w.dur_ns;
-      auto b = std::upper_bound(v.begin(), v.end(), std::make_pair(end, UINT64_MAX));
-      if (b == v.begin()) continue;
-      --b;
-      if (b->second < w.start_ns) ready.push_back(static_cast<double>(w.dur_ns) / 1e6);
-    }
-    if (ready.size() >= k_receive_min_samples) {
-      std::nth_element(ready.begin(), ready.begin() + static_cast<std::ptrdiff_t>(ready.size() / 2),
-                       ready.end());
-      d.receive_ms = ready[ready.size() / 2];
-      d.receive_samples = ready.size();
-    }
+  // The consumer's own time to receive a ready batch: the median of the loop's waits for
+  // batches that were ready before it asked for them (the statistics' one wait-batch join).
+  if (const latency_figures& rx = d.stats.latency.received; rx.count >= k_receive_min_samples) {
+    d.receive_ms = rx.p50_ms;
+    d.receive_samples = rx.count;
   }
-  waits_ = {};
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
   sample_ops(d, opt, range_lo, range_hi);
   add_startup_recs(dir, mains_, in.filter.active());

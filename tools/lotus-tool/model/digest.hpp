@@ -71,9 +71,10 @@ struct run_digest {
   std::vector<std::vector<double>> batch_ms;
   std::vector<double> step_ms;  ///< consumer time from consuming a batch to asking the next
   /// The consumer's own time to receive a batch that was ready before it asked (its worker's
-  /// SBatchPreprocessed ended before the SBatchWait began; out-of-order markers left out): the
-  /// median of those waits, ms, where at least k_receive_min_samples were; 0: not measured
-  /// (fewer, no workers, summaries). Its queue's hand-over: the worker's feeder thread pickling
+  /// SBatchPreprocessed ended before the SBatchWait began; out-of-order markers and helper
+  /// threads' waits left out: stats.latency.received, nearest-rank): the median of those waits,
+  /// ms, where at least k_receive_min_samples were; 0: not measured (fewer, no workers,
+  /// summaries). Its queue's hand-over: the worker's feeder thread pickling
   /// the batch, the consumer unpickling it.
   double receive_ms = 0;
   std::uint64_t receive_samples = 0;  ///< the waits it is the median of
@@ -163,12 +164,6 @@ class digest_builder {
   std::vector<bool> engine_named_;  // per name: the engine keeps a row of its own for it
   std::size_t engine_names_ = 0, other_names_ = 0;
   std::map<std::size_t, std::vector<main_rec>> mains_;
-  // The main files' SBatchWait records (not the markers): index, start, duration (ns); paired
-  // with the workers' batches in finish() (receive_ms).
-  struct wait_rec {
-    std::uint64_t idx, start_ns, dur_ns;
-  };
-  std::vector<wait_rec> waits_;
   // The files of the worker processes the start-up lines name (file -> process), and each such
   // process's summed op durations (ms) by op name (names are bounded by max_ops).
   std::unordered_map<std::size_t, std::size_t> started_file_;

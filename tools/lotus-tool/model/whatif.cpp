@@ -691,9 +691,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         r.predicted_later_ttfb_ms = q.ttfb_ms;
       } else if (fork_from_probe && r.gc_full_ms > 0) {
         if (!fork_gc_within_band(p.ttfb_ms, r.gc_full_ms)) {
-          startup_prediction costed = p;  // (the figure used: the smaller where decided)
-          costed.gc_full_ms = r.gc_full_ms;
-          const std::string cost = fork_gc_cost_words(costed);
+          // (the collection's figure used: the smaller probe's where decided)
+          const std::string cost = fork_gc_cost_words(r.gc_full_ms, p.gc_copy_bytes, p.ttfb_ms);
           r.ttfb_no_claim_why =
               "a forked worker whose first batch runs a full garbage collection of the heap it "
               "inherits " +

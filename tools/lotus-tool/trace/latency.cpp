@@ -141,13 +141,14 @@ struct latency_group_acc {
 
 struct latency_sample {
   std::uint64_t idx, epoch, ns;
-  std::uint32_t worker, src;
+  std::uint32_t worker, src_before;  // (src << 1) | prepared_before
 };
 
-// A sample classified: its time, worker row and directory, and whether it is a warm-up batch.
+// A sample classified: its time, worker row and directory, whether its batch was ready before it
+// was asked for, and whether it is a warm-up batch.
 struct latency_point {
   std::uint64_t ns;
-  std::uint32_t worker, src_warm;  // (src << 1) | warm
+  std::uint32_t worker, src_warm;  // (src << 2) | (prepared_before << 1) | warm
 };
 
 }  // namespace
@@ -190,7 +191,7 @@ void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latenc
             s.worker_file < plan.worker_of.size() ? plan.worker_of[s.worker_file] : none;
         res.unattributed += w == none ? 1 : 0;
         const std::uint32_t src = s.src < plan.ranks.size() ? s.src : 0;
-        samples.push({s.idx, s.epoch, s.ready_ns, w, src});
+        samples.push({s.idx, s.epoch, s.ready_ns, w, (src << 1) | (s.prepared_before ? 1u : 0u)});
       },
       helper_file);
 }
@@ -200,18 +201,19 @@ void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latenc
 void classify_latency_samples(const spill_log<latency_sample>& samples,
                               spill_log<latency_point>& out) {
   const auto key = [](const latency_sample& x) {
-    return std::make_tuple(x.src, x.epoch, x.worker, x.idx);
+    return std::make_tuple(x.src_before >> 1, x.epoch, x.worker, x.idx);
   };
   bool any = false;
   latency_sample prev{};
   sorted_scan(
       samples, [&](const latency_sample& a, const latency_sample& b) { return key(a) < key(b); },
       [&](const latency_sample& x) {
-        const bool warm = !any || std::tie(prev.src, prev.epoch, prev.worker) !=
-                                      std::tie(x.src, x.epoch, x.worker);
+        const std::uint32_t src = x.src_before >> 1;
+        const bool warm = !any || std::make_tuple(prev.src_before >> 1, prev.epoch, prev.worker) !=
+                                      std::make_tuple(src, x.epoch, x.worker);
         any = true;
         prev = x;
-        out.push({x.ns, x.worker, (x.src << 1) | (warm ? 1u : 0u)});
+        out.push({x.ns, x.worker, (x.src_before << 1) | (warm ? 1u : 0u)});
       });
 }
 
@@ -227,15 +229,18 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
     collect_latency_samples(eng, plan, res, raw);
     classify_latency_samples(raw, samples);
   }
-  // Groups: row (0 the run, then the ranks, then the workers) × (steady 0, warm-up 1).
+  // Groups: row (0 the run, then the ranks, then the workers) × (steady 0, warm-up 1), and last
+  // the batches that were ready before they were asked for (`received`).
   const std::size_t n_rows = 1 + plan.ranks.size() + plan.workers.size();
-  std::vector<latency_group_acc> acc(2 * n_rows);
+  const std::size_t received = 2 * n_rows;
+  std::vector<latency_group_acc> acc(received + 1);
   std::vector<std::uint64_t> cached(n_rows, 0);
   const auto for_groups = [&](const latency_point& s, auto&& f) {
-    const std::size_t warm = s.src_warm & 1u, src = s.src_warm >> 1;
+    const std::size_t warm = s.src_warm & 1u, src = s.src_warm >> 2;
     f(warm);
     f(2 * (1 + src) + warm);
     if (s.worker != none) f(2 * (1 + plan.ranks.size() + s.worker) + warm);
+    if (s.src_warm & 2u) f(received);
   };
   samples.scan([&](const latency_point& s) {
     for_groups(s, [&](std::size_t g) {
@@ -244,7 +249,7 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
       a.min = std::min(a.min, s.ns);
       a.max = std::max(a.max, s.ns);
       a.sum_ms += static_cast<double>(s.ns) / 1e6;
-      cached[g / 2] += s.ns == 0 ? 1 : 0;
+      if (g < received) cached[g / 2] += s.ns == 0 ? 1 : 0;
     });
   });
   // Exact order statistics of every group at once.
@@ -280,6 +285,7 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
   };
   fill(res.all, 0);
   res.all.label = "all";
+  res.received = figures(received);
   for (std::size_t k = 0; k < plan.ranks.size(); ++k) fill(plan.ranks[k], 1 + k);
   for (std::size_t k = 0; k < plan.workers.size(); ++k) {
     fill(plan.workers[k], 1 + plan.ranks.size() + k);

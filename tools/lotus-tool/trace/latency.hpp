@@ -62,6 +62,10 @@ struct latency_result {
   std::uint64_t unattributed = 0;
   /// Processes whose only waiting thread is not their main thread: it is taken as the loop.
   std::uint64_t loops_off_main = 0;
+  /// The loop's waits for batches that were ready before it asked for them (their
+  /// SBatchPreprocessed had ended; ready_sample::prepared_before): its own time to receive a
+  /// batch (whatif's receiving term, run_digest::receive_ms). Warm-up or not alike.
+  latency_figures received;
   bool present() const { return all.steady.count + all.warmup.count != 0 || !helpers.empty(); }
 };
 

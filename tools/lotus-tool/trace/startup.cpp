@@ -243,11 +243,15 @@ bool fork_gc_within_band(double base, double gc) {
   return gc <= 0 || gc / 2 <= k_fork_gc_band * (base + gc / 2);
 }
 
-std::string fork_gc_cost_words(const startup_prediction& p) {
-  if (!p.known || p.gc_full_ms <= 0.2 * p.ttfb_ms) return "";
-  return "takes " + format_ms(p.gc_full_ms) + " more and copies " +
-         std::to_string(static_cast<long long>(std::lround(p.gc_copy_bytes / 1048576.0))) +
+std::string fork_gc_cost_words(double gc_full_ms, double gc_copy_bytes, double ttfb_ms) {
+  if (gc_full_ms <= 0.2 * ttfb_ms) return "";
+  return "takes " + format_ms(gc_full_ms) + " more and copies " +
+         std::to_string(static_cast<long long>(std::lround(gc_copy_bytes / 1048576.0))) +
          " MiB of the main process's pages, measured in the fork probe";
+}
+
+std::string fork_gc_cost_words(const startup_prediction& p) {
+  return p.known ? fork_gc_cost_words(p.gc_full_ms, p.gc_copy_bytes, p.ttfb_ms) : "";
 }
 
 std::string startup_cause_words(const std::string& cause) {

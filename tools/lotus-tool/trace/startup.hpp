@@ -199,6 +199,9 @@ const char* fork_gc_when_name(fork_gc_when w);
 /// costs, in words ("takes 408 ms more and copies 114 MiB of the main process's pages, measured
 /// in the fork probe"); empty where it is less. (Outside fork_gc_within_band it always is.)
 std::string fork_gc_cost_words(const startup_prediction& p);
+/// The same from the figures: a collection of gc_full_ms copying gc_copy_bytes, against a time
+/// to first batch of ttfb_ms.
+std::string fork_gc_cost_words(double gc_full_ms, double gc_copy_bytes, double ttfb_ms);
 
 /// The prediction's mean time to first batch over as many iterators as the run had: the first of
 /// each process pays a forkserver's start (first_ttfb_ms), the others not.

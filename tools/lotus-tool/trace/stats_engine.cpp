@@ -606,16 +606,21 @@ void stats_engine::data_ready(const std::function<void(const ready_sample&)>& ou
     last_key = {w.src, w.s.idx};
     r.epoch = epoch;
     bool got = false;
+    std::uint64_t prepared = 0;  // the joined preparation's end
     while (have && key(p) == std::make_pair(w.src, w.s.idx) && p.start <= arrival) {
       r.worker_file = static_cast<std::uint32_t>(p.file);
+      prepared = p.start + p.dur;
       got = true;
       have = rd.next(p);
     }
     if (!got && have && key(p) == std::make_pair(w.src, w.s.idx) &&
         p.start <= arrival + k_join_slack_ns) {
       r.worker_file = static_cast<std::uint32_t>(p.file);
+      prepared = p.start + p.dur;
+      got = true;
       have = rd.next(p);
     }
+    r.prepared_before = got && !marker && prepared < w.s.start;
     out(r);
   });
 }

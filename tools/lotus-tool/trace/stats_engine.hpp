@@ -87,6 +87,9 @@ struct ready_sample {
   std::uint64_t idx = 0, epoch = 0;  ///< epoch: the rank in time of its index's joined waits
   std::uint64_t ready_ns = 0;
   std::uint32_t main_file = 0, worker_file = 0, src = 0;
+  /// The batch's preparation had ended before the wait began (it was ready when asked for): the
+  /// wait is the loop's own time to receive it. Never for a marker or an unjoined wait.
+  bool prepared_before = false;
   static constexpr std::uint32_t k_no_file = 0xffffffffu;
 };
 
