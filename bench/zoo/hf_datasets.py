@@ -13,20 +13,21 @@ import zoo_common as zc
 ROWS = 6000
 
 
-def make(root):
+def make(root, rows=ROWS):
     rng = np.random.default_rng(0)
     ds = datasets.Dataset.from_dict({
-        "x": rng.standard_normal((ROWS, 512), dtype=np.float32),
-        "label": rng.integers(0, 10, ROWS),
-        "ids": rng.integers(0, 30000, (ROWS, 64)),
+        "x": rng.standard_normal((rows, 512), dtype=np.float32),
+        "label": rng.integers(0, 10, rows),
+        "ids": rng.integers(0, 30000, (rows, 64)),
     })
     ds.save_to_disk(root + "/arrow")
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, f"hf_datasets-{ROWS}", make)
+    n = zc.scaled(args, ROWS)
+    data = zc.Data(args, zc.tag(args, f"hf_datasets-{ROWS}"), lambda r: make(r, n))
     with data as root:
         torch.manual_seed(args.seed)
         ds = datasets.load_from_disk(root + "/arrow").with_format("torch")

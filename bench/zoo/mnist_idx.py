@@ -24,11 +24,11 @@ def idx(path, arr):
         f.write(arr.astype(np.uint8).tobytes())
 
 
-def make(root):
+def make(root, n_train=N_TRAIN):
     raw = os.path.join(root, "MNIST", "raw")
     os.makedirs(raw)
     rng = np.random.default_rng(0)
-    for name, n in (("train", N_TRAIN), ("t10k", N_TEST)):
+    for name, n in (("train", n_train), ("t10k", N_TEST)):
         labels = rng.integers(0, 10, n)
         yy, xx = np.mgrid[0:28, 0:28]
         imgs = np.zeros((n, 28, 28), np.float32)
@@ -42,9 +42,10 @@ def make(root):
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, f"mnist_idx-{N_TRAIN}", make)
+    n = zc.scaled(args, N_TRAIN)
+    data = zc.Data(args, zc.tag(args, f"mnist_idx-{N_TRAIN}"), lambda r: make(r, n))
     with data as root:
         torch.manual_seed(args.seed)
         tf = transforms.Compose([transforms.RandomAffine(10, translate=(0.1, 0.1)),

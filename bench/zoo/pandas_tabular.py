@@ -23,10 +23,10 @@ GROUPS, ROWS = 32, 1000
 NUM = [f"n{i}" for i in range(20)]
 
 
-def make(root):
+def make(root, groups=GROUPS):
     rng = np.random.default_rng(0)
     frames = []
-    for g in range(GROUPS):
+    for g in range(groups):
         df = pd.DataFrame(rng.standard_normal((ROWS, len(NUM))) * 3 + 1, columns=NUM)
         df["cat"] = rng.choice(["a", "b", "c", "d", "e", "f"], ROWS)
         df["when"] = pd.Timestamp("2026-01-01") + pd.to_timedelta(rng.integers(0, 365 * 86400, ROWS), "s")
@@ -45,8 +45,9 @@ def make(root):
 
 
 class RowGroups(torch.utils.data.Dataset):
-    def __init__(self, root):
+    def __init__(self, root, groups=GROUPS):
         self.root = root
+        self.groups = groups
         self.file = None  # opened per worker (worker_init_fn) or on first use
 
     def open(self):
@@ -54,7 +55,7 @@ class RowGroups(torch.utils.data.Dataset):
             self.file = pq.ParquetFile(os.path.join(self.root, "table.parquet"))
 
     def __len__(self):
-        return GROUPS
+        return self.groups
 
     def read(self, g):
         if pq is not None:
@@ -81,12 +82,14 @@ def worker_init(worker_id):
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, f"pandas_tabular-{GROUPS}-{ROWS}-{'parquet' if pq else 'csv'}", make)
+    n = zc.scaled(args, GROUPS)
+    data = zc.Data(args, zc.tag(args, f"pandas_tabular-{GROUPS}-{ROWS}-{'parquet' if pq else 'csv'}"),
+                   lambda r: make(r, n))
     with data as root:
         torch.manual_seed(args.seed)
-        loader = torch.utils.data.DataLoader(RowGroups(root), batch_size=None, shuffle=True,
+        loader = torch.utils.data.DataLoader(RowGroups(root, n), batch_size=None, shuffle=True,
                                              num_workers=args.workers, worker_init_fn=worker_init,
                                              **zc.loader_kwargs(args))
         epochs, digest = zc.run_epochs(args, lambda e: loader)

@@ -11,10 +11,11 @@ import zoo_common as zc
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, "timm_folder-256-160",
-                   lambda r: zc.make_image_folder(r, 256, 4, (160, 160)))
+    n = zc.scaled(args, 256)
+    data = zc.Data(args, zc.tag(args, "timm_folder-256-160"),
+                   lambda r: zc.make_image_folder(r, n, 4, (160, 160)))
     with data as root:
         torch.manual_seed(args.seed)
         ds = timm.data.create_dataset("", root=root, split="train", is_training=True)

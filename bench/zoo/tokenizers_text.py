@@ -16,14 +16,14 @@ import zoo_common as zc
 LINES = 6000
 
 
-def make(root):
+def make(root, lines=LINES):
     rng = np.random.default_rng(0)
     syll = ["ka", "lo", "mi", "re", "tu", "sha", "no", "vi", "den", "ar", "ul", "pe", "zo", "qi"]
     vocab = ["".join(rng.choice(syll, rng.integers(1, 4))) + str(i % 7) for i in range(3000)]
     p = 1.0 / np.arange(1, 3001)
     p /= p.sum()
     with open(os.path.join(root, "corpus.txt"), "w") as f:
-        for _ in range(LINES):
+        for _ in range(lines):
             words = rng.choice(vocab, rng.integers(20, 81), p=p)
             f.write(" ".join(words) + ".\n")
     tok = Tokenizer(models.BPE(unk_token="[UNK]"))
@@ -59,9 +59,10 @@ class Collate:
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, f"tokenizers_text-{LINES}", make)
+    n = zc.scaled(args, LINES)
+    data = zc.Data(args, zc.tag(args, f"tokenizers_text-{LINES}"), lambda r: make(r, n))
     with data as root:
         torch.manual_seed(args.seed)
         loader = torch.utils.data.DataLoader(

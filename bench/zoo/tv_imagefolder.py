@@ -12,10 +12,11 @@ import zoo_common as zc
 
 
 def main():
-    args = zc.parse(__doc__.splitlines()[0])
+    args = zc.parse(__doc__.splitlines()[0], scalable=True)
     zc.start(args)
-    data = zc.Data(args, "tv_imagefolder-320-160",
-                   lambda r: zc.make_image_folder(r, 320, 4, (160, 160)))
+    n = zc.scaled(args, 320)
+    data = zc.Data(args, zc.tag(args, "tv_imagefolder-320-160"),
+                   lambda r: zc.make_image_folder(r, n, 4, (160, 160)))
     with data as root:
         torch.manual_seed(args.seed)
         tf = transforms.Compose([

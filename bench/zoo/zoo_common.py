@@ -5,7 +5,7 @@ A driver (bench/zoo/<name>.py) generates its data, builds its pipeline with the 
 hands `run_epochs` an iterable per epoch. The command line of every driver:
 
     python3 bench/zoo/<name>.py [--workers 2] [--start-method fork] [--epochs 2]
-        [--data DIR] [--trace DIR] [--seed 0]
+        [--data DIR] [--trace DIR] [--seed 0] [--scale 1]
 
 --data keeps the generated data in DIR (made when missing, reused when its marker says the same
 size): reruns skip the generation; without it a temporary folder is used and removed. --trace DIR
@@ -22,7 +22,9 @@ setting give the same digest, traced or not).
 calls gc.freeze() before each epoch's iter() (what a user adds to keep fork workers
 from collecting, and so copying, the main process's objects). --prefetch-factor N and --unordered
 reach the DataLoader where the driver builds it (`loader_kwargs`
-in the JSON: null where the library builds its loader and cannot be given them).
+in the JSON: null where the library builds its loader and cannot be given them). --scale K
+(the drivers whose data has a size to scale: the six map-style ones) generates K times the data,
+so each epoch has K times the batches; the marker names the scale.
 """
 
 import argparse
@@ -37,7 +39,7 @@ import tempfile
 import time
 
 
-def parse(description, extra=None):
+def parse(description, extra=None, scalable=False):
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--start-method", default="fork", choices=["fork", "spawn", "forkserver"])
@@ -46,6 +48,9 @@ def parse(description, extra=None):
     ap.add_argument("--trace", default=os.environ.get("LOTUS_ZOO_TRACE"),
                     help="trace with lotus into this directory (also LOTUS_ZOO_TRACE)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--scale", type=int, default=1,
+                    help="generate K times the driver's data (a longer epoch, the same pipeline: "
+                         "autotune_truth's epochs long enough for 10 %% to stand above the noise)")
     ap.add_argument("--prefetch-factor", type=int,
                     help="DataLoader(prefetch_factor=), where the driver builds the DataLoader")
     ap.add_argument("--unordered", action="store_true",
@@ -58,7 +63,23 @@ def parse(description, extra=None):
                          "collect (and so never copy) the objects the main process holds")
     if extra:
         extra(ap)
-    return ap.parse_args()
+    args = ap.parse_args()
+    if not 1 <= args.scale <= 8:
+        ap.error("--scale must be 1 to 8")
+    if args.scale != 1 and not scalable:
+        ap.error("--scale: this driver's data has one size")
+    return args
+
+
+def scaled(args, n):
+    """n items of the driver's data, times --scale."""
+    return n * args.scale
+
+
+def tag(args, base):
+    """The data marker's tag: the driver's own, with the scale where it is not 1 (so data made at
+    one scale is never read as another's)."""
+    return base if args.scale == 1 else f"{base}-x{args.scale}"
 
 
 class Data:

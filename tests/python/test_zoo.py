@@ -121,3 +121,40 @@ def test_a_traced_datasets_bound_getitem_unpickles_in_a_process_without_lotus(tm
                        env=env)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["(8,", "8)", "0"]
+
+
+def _driver(script, *args):
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "zoo" / script), *args],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_scale_makes_the_data_and_the_epoch_k_times_larger(tmp_path):
+    # autotune_truth's --scale: the same pipeline over K times its data (a longer epoch), in a
+    # folder whose marker names the scale, so data of one scale is never read as another's.
+    data = tmp_path / "data"
+    one = _driver("pandas_tabular.py", "--workers", "0", "--epochs", "1", "--data", str(data))
+    assert "-x" not in (data / ".zoo-data").read_text()
+    two = _driver("pandas_tabular.py", "--workers", "0", "--epochs", "1", "--data", str(data),
+                  "--scale", "2")
+    assert (data / ".zoo-data").read_text().endswith("-x2")
+    assert two["gen_s"] > 0  # made anew, not the scale-1 data read again
+    assert two["epochs"][0]["batches"] == 2 * one["epochs"][0]["batches"] > 0
+    assert two["data_bytes"] > 1.8 * one["data_bytes"]
+    again = _driver("pandas_tabular.py", "--workers", "0", "--epochs", "1", "--data", str(data),
+                    "--scale", "2")
+    assert again["gen_s"] == 0 and again["digest"] == two["digest"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--scale", "2"], "this driver's data has one size"),
+    (["--scale", "0"], "--scale must be 1 to 8"),
+    (["--scale", "9"], "--scale must be 1 to 8"),
+])
+def test_scale_is_refused_where_a_driver_cannot_scale_or_out_of_range(argv, message):
+    code = ("import sys; sys.path.insert(0, sys.argv.pop(1)); import zoo_common as zc; "
+            "zc.parse('a driver whose data has one size')")
+    r = subprocess.run([sys.executable, "-c", code, str(ROOT / "bench" / "zoo"), *argv],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and message in r.stderr, (r.returncode, r.stderr)
