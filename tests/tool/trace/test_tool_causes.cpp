@@ -210,12 +210,45 @@ TEST_CASE("causes: batches shorter than a tick that never slept are on a CPU, no
   t.nvcsw = 3908;
   cause_shares_check(t, 0.04, 0.07, 0.89);
   CHECK(lotus_tool::cause_verdict(t) == "blocked");
-  // No switch, but 10 ms batches (longer than a tick: their CPU time is read well): blocked.
+  // No switch, but 10 ms batches (longer than a tick): these totals say blocked. (From a trace
+  // they cannot: the reader counts each batch without a voluntary switch as on a CPU or waiting
+  // for one, the next test.)
   t.nvcsw = 0;
   t.dur_ns = 39080000000;
   t.cpu_ns = 1563200000;
   t.wait_ns = 2735600000;
   cause_shares_check(t, 0.04, 0.07, 0.89);
+}
+
+TEST_CASE("causes: a batch whose thread never switched voluntarily was on a CPU or waiting for one",
+          "[tool][causes]") {
+  // getrusage's CPU time is brought up to date at ticks and switches: a batch read 3.6 ms on a
+  // CPU and 7.2 ms waiting for one in 14.4 ms, with no voluntary switch (no sleep, no I/O), was on
+  // a CPU for the other 3.6 ms too. The second batch slept (5 voluntary switches): as read.
+  const std::string dir = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 0 40\n"
+      "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n");
+  int rc = -1;
+  const json j = json::parse(tool("stats --json " + dir, rc));
+  REQUIRE(rc == 0);
+  const json& c = j.at("causes");
+  CHECK(c["batch_ms"].get<double>() == Approx(20.0));
+  CHECK(c["cpu_share"].get<double>() == Approx(7.6 / 20));
+  CHECK(c["cpu_wait_share"].get<double>() == Approx(0.5));
+  CHECK(c["blocked_share"].get<double>() == Approx(2.4 / 20));
+  // The report's per-batch bars: batch 0 on a CPU 7.2 ms, waiting 7.2 ms, blocked 0.
+  tool("report " + dir + " -o " + dir + "/report.html", rc);
+  REQUIRE(rc == 0);
+  CHECK(lotus_test::read_file(dir + "/report.html")
+            .find("\"causes\":[[\"0 (48213)\",7.2,7.2,0],[\"1 (48213)\",0.4,2.8,2.4]]") !=
+        std::string::npos);
+  // A batch read with more CPU and wait than its span (readings a few µs apart) keeps its figures.
+  const std::string over = trace_with(
+      "batchres 48213 0 1722800000000005000 14400000 9000000 7200000 10 0 0 40\n");
+  const json k = json::parse(tool("stats --json " + over, rc));
+  REQUIRE(rc == 0);
+  CHECK(k.at("causes")["cpu_share"].get<double>() == Approx(9.0 / 16.2));
+  CHECK(k.at("causes")["blocked_share"].get<double>() == Approx(0.0).margin(1e-12));
 }
 
 TEST_CASE("causes: the per-op table from opres lines (LOTUS_RESOURCES=ops)",

@@ -432,6 +432,15 @@ class sidecar_parser {
     b.r.nvcsw = v[8];
     b.r.nivcsw = v[9];
     b.r.inblock = inblock;
+    // cpu_ns is getrusage's, good to a scheduler tick (FORMAT.md §5): the kernel brings a running
+    // thread's runtime up to date at ticks and switches, so the part of a batch after its thread's
+    // last tick is counted after the batch (a 4 ms busy loop reads 0.2-4.0 ms at 250 Hz). A thread
+    // that never switched voluntarily in the batch (no sleep, no wait for I/O, no fault that
+    // waited) was on a CPU whenever it was not waiting for one: its CPU time is the span less
+    // that wait.
+    if (b.r.nvcsw == 0 && b.r.dur_ns > b.r.cpu_ns + b.r.wait_ns) {
+      b.r.cpu_ns = b.r.dur_ns - b.r.wait_ns;
+    }
     resource_totals& sums = proc_.resources[b.tid];
     const bool was = sums.saturated;
     sums.add(b.r);
