@@ -243,8 +243,8 @@ TEST_CASE("causes: a batch whose thread never switched voluntarily was on a CPU 
             .find("\"causes\":[[\"0 (48213)\",7.2,7.2,0],[\"1 (48213)\",0.4,2.8,2.4]]") !=
         std::string::npos);
   // A batch read with more CPU and wait than its span (readings a few µs apart) keeps its figures.
-  const std::string over = trace_with(
-      "batchres 48213 0 1722800000000005000 14400000 9000000 7200000 10 0 0 40\n");
+  const std::string over =
+      trace_with("batchres 48213 0 1722800000000005000 14400000 9000000 7200000 10 0 0 40\n");
   const json k = json::parse(tool("stats --json " + over, rc));
   REQUIRE(rc == 0);
   CHECK(k.at("causes")["cpu_share"].get<double>() == Approx(9.0 / 16.2));
