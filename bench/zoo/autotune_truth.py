@@ -2,7 +2,8 @@
 """lotus.torch.autotune on the zoo's public pipelines, against a plain sweep of the same pipeline.
 
     LOTUS_BENCH_ALLOW_LOAD=1 PYTHONPATH=build/python python3 bench/zoo/autotune_truth.py \\
-        --python ~/.cache/lotus-venvs/zoo/bin/python --out /tmp/zoo-autotune [--pipelines a,b] [--scale 3]
+        --python ~/.cache/lotus-venvs/zoo/bin/python --out /tmp/zoo-autotune [--pipelines a,b] \\
+        [--scale 3]
 
 Per pipeline whose driver builds a map-style torch DataLoader (autotune's scope): the plain loader
 at fork with 1, 2, 3 and 4 workers (prefetch_factor 2, the driver's other settings), --epochs 6,
@@ -20,8 +21,9 @@ those paired figures is within 10 % (one reference is one run, as noisy as the r
 harness's size, 0.3-1.2 s, one run's own noise is about the 10 % judged). --gc-freeze runs every
 driver with its --gc-freeze: autotune imports lotus, which moves the collector's count, and a plain
 fork run's workers may then collect the main process's heap where the autotuned run's do not
-(bench/README.md, "A forked worker's full collection"); frozen, neither does. Writes OUT/autotune.json and
-OUT/autotune.md; the table goes into bench/README.md ("autotune on the zoo")."""
+(bench/README.md, "A forked worker's full collection"); frozen, neither does. Writes
+OUT/autotune.json and OUT/autotune.md; the table goes into bench/README.md ("autotune on the
+zoo")."""
 
 import argparse
 import json
@@ -79,7 +81,8 @@ def main():
     t0 = time.time()
     before = truth.loadavg()
     result = {"machine": os.uname().nodename, "cpus": os.cpu_count(), "load_before": before,
-              "gc_freeze": a.gc_freeze, "scale": a.scale, "within": WITHIN, "workers": WORKERS, "rounds": a.rounds, "pipelines": []}
+              "gc_freeze": a.gc_freeze, "scale": a.scale, "within": WITHIN, "workers": WORKERS,
+              "rounds": a.rounds, "pipelines": []}
     for name in names:
         plain = {w: [] for w in WORKERS}
         tuned = []
@@ -131,7 +134,7 @@ def main():
         # this VM is about 10 %, so a single pair can miss where the pipeline does not).
         paired = [r["vs_round_best"] for r in runs if "error" not in r]
         entry["paired_median"] = round(statistics.median(paired), 4) if paired else None
-        entry["verdict"] = ("error" if paired == [] or len(paired) < len(runs) else
+        entry["verdict"] = ("error" if not paired or len(paired) < len(runs) else
                             "right" if entry["paired_median"] <= WITHIN else "wrong")
         result["pipelines"].append(entry)
         (a.out / "autotune.partial.json").write_text(json.dumps(result, indent=1))

@@ -50,6 +50,14 @@ std::string trace_with(const std::string& lines) {
   return dir;
 }
 
+// `stats --json DIR`'s "causes" (the tool exits 0).
+json causes_of(const std::string& dir) {
+  int rc = -1;
+  const json j = json::parse(tool("stats --json " + dir, rc));
+  REQUIRE(rc == 0);
+  return j.at("causes");
+}
+
 lotus_tool::resource_totals totals(std::uint64_t dur, std::uint64_t cpu, std::uint64_t wait,
                                    std::uint64_t minflt, std::uint64_t majflt = 0) {
   lotus_tool::resource_totals t;
@@ -79,9 +87,7 @@ TEST_CASE("causes: exact shares, rates and verdict from a hand-written sidecar",
       "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n"
       "batchres_lost 48213 1\nbatchres_lost 48213 2\n");
   int rc = -1;
-  const json j = json::parse(tool("stats --json " + dir, rc));
-  REQUIRE(rc == 0);
-  const json& c = j.at("causes");
+  const json c = causes_of(dir);
   CHECK(c["batches"] == 2);
   CHECK(c["batch_ms"].get<double>() == Approx(20.0));
   CHECK(c["cpu_share"].get<double>() == Approx(0.2));
@@ -228,15 +234,13 @@ TEST_CASE("causes: a batch whose thread never switched voluntarily was on a CPU 
   const std::string dir = trace_with(
       "batchres 48213 0 1722800000000005000 14400000 3600000 7200000 10 0 0 40\n"
       "batchres 48213 1 1722800000020000000 5600000 400000 2800000 20 0 5 10\n");
-  int rc = -1;
-  const json j = json::parse(tool("stats --json " + dir, rc));
-  REQUIRE(rc == 0);
-  const json& c = j.at("causes");
+  const json c = causes_of(dir);
   CHECK(c["batch_ms"].get<double>() == Approx(20.0));
   CHECK(c["cpu_share"].get<double>() == Approx(7.6 / 20));
   CHECK(c["cpu_wait_share"].get<double>() == Approx(0.5));
   CHECK(c["blocked_share"].get<double>() == Approx(2.4 / 20));
   // The report's per-batch bars: batch 0 on a CPU 7.2 ms, waiting 7.2 ms, blocked 0.
+  int rc = -1;
   tool("report " + dir + " -o " + dir + "/report.html", rc);
   REQUIRE(rc == 0);
   CHECK(lotus_test::read_file(dir + "/report.html")
@@ -245,10 +249,9 @@ TEST_CASE("causes: a batch whose thread never switched voluntarily was on a CPU 
   // A batch read with more CPU and wait than its span (readings a few µs apart) keeps its figures.
   const std::string over =
       trace_with("batchres 48213 0 1722800000000005000 14400000 9000000 7200000 10 0 0 40\n");
-  const json k = json::parse(tool("stats --json " + over, rc));
-  REQUIRE(rc == 0);
-  CHECK(k.at("causes")["cpu_share"].get<double>() == Approx(9.0 / 16.2));
-  CHECK(k.at("causes")["blocked_share"].get<double>() == Approx(0.0).margin(1e-12));
+  const json k = causes_of(over);
+  CHECK(k["cpu_share"].get<double>() == Approx(9.0 / 16.2));
+  CHECK(k["blocked_share"].get<double>() == Approx(0.0).margin(1e-12));
 }
 
 TEST_CASE("causes: the per-op table from opres lines (LOTUS_RESOURCES=ops)",

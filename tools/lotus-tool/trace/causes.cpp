@@ -26,10 +26,12 @@ cause_shares shares_of(const resource_totals& t) {
   s.cpu = cpu / dur;
   s.cpu_wait = wait / dur;
   s.blocked = std::max(0.0, 1.0 - s.cpu - s.cpu_wait);
-  // cpu_ns is good to a scheduler tick (FORMAT.md §5): batches far shorter than one (a mean under
-  // 2 ms) whose threads hardly ever slept in them (a voluntary switch every other batch at most)
-  // were on a CPU for the time the clock did not count: not blocked. (A Python worker's trivial
-  // items: 100 µs batches read 4 % CPU and 89 % blocked with no switch at all.)
+  // cpu_ns is good to a scheduler tick (FORMAT.md §5). The sidecar reader counts each batch
+  // without a voluntary switch as on a CPU or waiting for one; over the totals, batches far
+  // shorter than a tick (a mean under 2 ms) whose threads hardly ever slept in them (a voluntary
+  // switch every other batch at most) were on a CPU for the rest too: the tick's remainder of the
+  // batches that did switch is not blocked time either. (A Python worker's trivial items: 100 µs
+  // batches read 4 % CPU and 89 % blocked with no switch at all.)
   if (t.batches > 0 && dur < 2e6 * double(t.batches) && 2 * t.nvcsw <= t.batches) {
     s.cpu += s.blocked;
     s.blocked = 0;
