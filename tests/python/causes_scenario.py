@@ -2,8 +2,9 @@
 """A DataLoader run that plants one cause of slow batches (run by test_causes.py in a fresh process).
 
 argv[1]: JSON {"trace": prefix, "cause": compute|contention|blocked|faults|cold|warm|none,
-"step": seconds}. Two fork workers, batch size 4, lotus.torch traced; each sample does the planted
-work (none: nothing), the loop sleeps `step` (default 0) after each batch. cold and warm: each
+"step": seconds, "sample_cpu": seconds}. Two fork workers, batch size 4, lotus.torch traced; each sample does the planted
+work (none: nothing), the loop sleeps `step` (default 0) after each batch; compute and contention spin `sample_cpu`
+(default 0.01) of CPU time a sample. cold and warm: each
 sample reads a file of its own (512 KiB, in the trace's directory's sibling `data`) with read(2):
 cold after the files were written, synced and dropped from the page cache (from the device), warm
 after they were read once (from the page cache).
@@ -24,6 +25,7 @@ import lotus.torch
 CFG = json.loads(sys.argv[1])
 CAUSE = CFG["cause"]
 HOG_CPU = CFG.get("cpu", 0)
+SAMPLE_CPU = CFG.get("sample_cpu", 0.01)
 DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(CFG["trace"]))), "data")
 FILE_BYTES = 512 << 10
 
@@ -42,7 +44,7 @@ class Planted(Dataset):
 
     def __getitem__(self, i):
         if CAUSE in ("compute", "contention"):
-            spin(0.01)
+            spin(SAMPLE_CPU)
         elif CAUSE == "blocked":
             time.sleep(0.02)
         elif CAUSE == "faults":
