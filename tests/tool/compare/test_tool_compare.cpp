@@ -279,6 +279,55 @@ TEST_CASE(
   CHECK(none.receive_ms == 0);
 }
 
+TEST_CASE(
+    "whatif: a wait for a ready batch that also received batches ahead of it counts its time per "
+    "batch",
+    "[tool][compare][whatif]") {
+  // Five pairs (a = 2p, b = 2p + 1, from 100p ms): a is prepared by worker 200 until 100p + 10,
+  // b by worker 201 until 100p + 15. The loop asks for a at 100p + 12 (ready) and waits 8 ms,
+  // receiving b on the way (b ended before that wait did); it then takes b from its cache at
+  // 100p + 25 (its out-of-order marker). Two clean ready waits of 3 ms follow (batches 10, 11).
+  // Whole waits: 3, 3, 8, 8, 8, 8, 8 ms, median 8; per batch received: 3, 3 and five of 4 ms,
+  // median 4. A last marker (batch 12) whose batch ended after every wait is given to none.
+  lotus_test::temp_dir dir;
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  {
+    std::ofstream w0(dir / "lotustrace_log_worker_pid_200");
+    std::ofstream w1(dir / "lotustrace_log_worker_pid_201");
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
+    for (std::uint64_t p = 0; p < 5; ++p) {
+      const std::uint64_t base = 100 * p, a = 2 * p, b = a + 1;
+      w0 << "SBatchPreprocessed_" << a << "," << at(base) << "," << 10 * ms << "\n";
+      w1 << "SBatchPreprocessed_" << b << "," << at(base + 5) << "," << 10 * ms << "\n";
+      m << "SBatchWait_" << a << "," << at(base + 12) << "," << 8 * ms << "\n";
+      m << "SBatchConsumed_" << a << "," << at(base + 20) << ",1000\n";
+      m << "SBatchWait_" << b << "," << at(base + 25) << ",1000\n";
+      m << "SBatchConsumed_" << b << "," << at(base + 25) << ",1000\n";
+    }
+    for (std::uint64_t k = 10; k < 12; ++k) {
+      const std::uint64_t base = 50 * k;
+      w0 << "SBatchPreprocessed_" << k << "," << at(base) << "," << 10 * ms << "\n";
+      m << "SBatchWait_" << k << "," << at(base + 12) << "," << 3 * ms << "\n";
+      m << "SBatchConsumed_" << k << "," << at(base + 15) << ",1000\n";
+    }
+    w1 << "SBatchPreprocessed_12," << at(600) << "," << 10 * ms << "\n";
+    m << "SBatchWait_12," << at(605) << ",1000\n";
+    m << "SBatchConsumed_12," << at(605) << ",1000\n";
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  const run_digest d = digest_run(in);
+  CHECK(d.receive_samples == 7);
+  CHECK(d.receive_ms == Approx(4.0));
+  // The latency rows keep each wait whole; the received figure is per batch.
+  CHECK(std::max(d.stats.latency.all.steady.max_ms, d.stats.latency.all.warmup.max_ms) ==
+        Approx(8.0));
+  CHECK(d.stats.latency.received.count == 7);
+  CHECK(d.stats.latency.received.max_ms == Approx(4.0));
+}
+
 TEST_CASE("whatif: a run without batches is refused with a message", "[tool][compare][whatif]") {
   run_digest d;
   whatif_args a;

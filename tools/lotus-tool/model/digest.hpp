@@ -73,7 +73,8 @@ struct run_digest {
   /// The consumer's own time to receive a batch that was ready before it asked (its worker's
   /// SBatchPreprocessed ended before the SBatchWait began; out-of-order markers and helper
   /// threads' waits left out: stats.latency.received, nearest-rank): the median of those waits,
-  /// ms, where at least k_receive_min_samples were; 0: not measured (fewer, no workers,
+  /// each divided by the batches it received (ready_sample::also_received, plus its own), ms,
+  /// where at least k_receive_min_samples were; 0: not measured (fewer, no workers,
   /// summaries). Its queue's hand-over: the worker's feeder thread pickling
   /// the batch, the consumer unpickling it.
   double receive_ms = 0;

@@ -141,13 +141,14 @@ struct latency_group_acc {
 
 struct latency_sample {
   std::uint64_t idx, epoch, ns;
+  std::uint64_t per_batch_ns;  // a ready batch's receiving: ns shared with the batches received
   std::uint32_t worker, src_before;  // (src << 1) | prepared_before
 };
 
 // A sample classified: its time, worker row and directory, whether its batch was ready before it
 // was asked for, and whether it is a warm-up batch.
 struct latency_point {
-  std::uint64_t ns;
+  std::uint64_t ns, per_batch_ns;
   std::uint32_t worker, src_warm;  // (src << 2) | (prepared_before << 1) | warm
 };
 
@@ -191,7 +192,11 @@ void collect_latency_samples(const stats_engine& eng, latency_plan& plan, latenc
             s.worker_file < plan.worker_of.size() ? plan.worker_of[s.worker_file] : none;
         res.unattributed += w == none ? 1 : 0;
         const std::uint32_t src = s.src < plan.ranks.size() ? s.src : 0;
-        samples.push({s.idx, s.epoch, s.ready_ns, w, (src << 1) | (s.prepared_before ? 1u : 0u)});
+        // A ready batch's wait that also received batches ahead of it (out of order, served
+        // later from the cache) received each of them in that time: its share per batch.
+        const std::uint64_t per_batch = s.ready_ns / (1 + s.also_received);
+        samples.push(
+            {s.idx, s.epoch, s.ready_ns, per_batch, w, (src << 1) | (s.prepared_before ? 1u : 0u)});
       },
       helper_file);
 }
@@ -213,7 +218,7 @@ void classify_latency_samples(const spill_log<latency_sample>& samples,
                                       std::make_tuple(src, x.epoch, x.worker);
         any = true;
         prev = x;
-        out.push({x.ns, x.worker, (x.src_before << 1) | (warm ? 1u : 0u)});
+        out.push({x.ns, x.per_batch_ns, x.worker, (x.src_before << 1) | (warm ? 1u : 0u)});
       });
 }
 
@@ -230,7 +235,8 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
     classify_latency_samples(raw, samples);
   }
   // Groups: row (0 the run, then the ranks, then the workers) × (steady 0, warm-up 1), and last
-  // the batches that were ready before they were asked for (`received`).
+  // the batches that were ready before they were asked for (`received`: each one's share of its
+  // wait, ready_sample::also_received).
   const std::size_t n_rows = 1 + plan.ranks.size() + plan.workers.size();
   const std::size_t received = 2 * n_rows;
   std::vector<latency_group_acc> acc(received + 1);
@@ -242,13 +248,17 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
     if (s.worker != none) f(2 * (1 + plan.ranks.size() + s.worker) + warm);
     if (s.src_warm & 2u) f(received);
   };
+  const auto value = [&](const latency_point& s, std::size_t g) {
+    return g == received ? s.per_batch_ns : s.ns;
+  };
   samples.scan([&](const latency_point& s) {
     for_groups(s, [&](std::size_t g) {
       latency_group_acc& a = acc[g];
+      const std::uint64_t v = value(s, g);
       ++a.count;
-      a.min = std::min(a.min, s.ns);
-      a.max = std::max(a.max, s.ns);
-      a.sum_ms += static_cast<double>(s.ns) / 1e6;
+      a.min = std::min(a.min, v);
+      a.max = std::max(a.max, v);
+      a.sum_ms += static_cast<double>(v) / 1e6;
       if (g < received) cached[g / 2] += s.ns == 0 ? 1 : 0;
     });
   });
@@ -263,8 +273,9 @@ latency_result compute_latency(const stats_engine& eng, latency_plan plan,
     for (std::size_t k = 0; k < 3; ++k) asks[g][k] = sel.ask(g, nearest_rank(a.count, pcts[k]));
   }
   sel.run([&](auto&& sink) {
-    samples.scan(
-        [&](const latency_point& s) { for_groups(s, [&](std::size_t g) { sink(g, s.ns); }); });
+    samples.scan([&](const latency_point& s) {
+      for_groups(s, [&](std::size_t g) { sink(g, value(s, g)); });
+    });
   });
   const auto figures = [&](std::size_t g) {
     latency_figures f;

@@ -64,7 +64,8 @@ struct latency_result {
   std::uint64_t loops_off_main = 0;
   /// The loop's waits for batches that were ready before it asked for them (their
   /// SBatchPreprocessed had ended; ready_sample::prepared_before): its own time to receive a
-  /// batch (whatif's receiving term, run_digest::receive_ms). Warm-up or not alike.
+  /// batch (whatif's receiving term, run_digest::receive_ms): each wait's time divided by the
+  /// batches it received (ready_sample::also_received, plus its own). Warm-up or not alike.
   latency_figures received;
   bool present() const { return all.steady.count + all.warmup.count != 0 || !helpers.empty(); }
 };

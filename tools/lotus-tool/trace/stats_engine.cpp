@@ -564,6 +564,29 @@ void stats_engine::batch_delays(const stats_options& opt, stats_result& r) const
   }
 }
 
+namespace {
+
+// A wait as data_ready's first pass leaves it: its sample, the times the attribution of the
+// batches received ahead of it needs, and its rank in that pass (seq).
+struct ready_pending {
+  ready_sample r;
+  std::uint64_t seq;
+};
+// A real (not marker) wait of a loop: [start, end) in its file's thread.
+struct ready_window {
+  std::uint64_t file, start, end, seq;
+};
+// A batch served from the cache (an out-of-order marker at `taken`) whose preparation ended at
+// `prepared`: received in the first of its file's waits still waiting after that.
+struct ready_cached {
+  std::uint64_t file, prepared, taken;
+};
+struct ready_hit {
+  std::uint64_t seq, count;
+};
+
+}  // namespace
+
 void stats_engine::data_ready(const std::function<void(const ready_sample&)>& out,
                               const std::vector<bool>& unjoined) const {
   const auto src = [this](std::uint64_t file) { return source_of(file); };
@@ -586,7 +609,11 @@ void stats_engine::data_ready(const std::function<void(const ready_sample&)>& ou
   constexpr std::uint64_t k_join_slack_ns = 10'000'000;
   // Epochs counted among the joined waits only: a helper's wait for the same index is no epoch.
   std::pair<std::uint32_t, std::uint64_t> last_key{UINT32_MAX, 0};
-  std::uint64_t epoch = 0;
+  std::uint64_t epoch = 0, seq = 0;
+  const std::size_t part = lim_.buffer_bytes / 8;
+  spill_log<ready_pending> pending(part);
+  spill_log<ready_window> windows(part);
+  spill_log<ready_cached> cached(part);
   with_epochs(wait_, src, [&](const epoch_span& w) {
     const bool marker = w.s.dur == 1000;
     const std::uint64_t arrival = marker ? w.s.start : w.s.start + w.s.dur;
@@ -599,7 +626,7 @@ void stats_engine::data_ready(const std::function<void(const ready_sample&)>& ou
     r.worker_file = ready_sample::k_no_file;
     r.src = w.src;
     if (w.s.file < unjoined.size() && unjoined[static_cast<std::size_t>(w.s.file)]) {
-      out(r);
+      pending.push({r, seq++});
       return;
     }
     epoch = last_key == std::make_pair(w.src, w.s.idx) ? epoch + 1 : 0;
@@ -621,8 +648,59 @@ void stats_engine::data_ready(const std::function<void(const ready_sample&)>& ou
       have = rd.next(p);
     }
     r.prepared_before = got && !marker && prepared < w.s.start;
-    out(r);
+    if (!marker) {
+      windows.push({w.s.file, w.s.start, arrival, seq});
+    } else if (got) {
+      cached.push({w.s.file, prepared, w.s.start});
+    }
+    pending.push({r, seq++});
   });
+  // A batch served from the cache was received (read from the result queue, unpickled) in the
+  // loop's first wait still waiting after its preparation ended, if that wait began before the
+  // batch was taken: torch's loop receives whatever reaches the queue ahead of the batch it waits
+  // for. Waits in (file, end) order, cached batches in (file, prepared) order: a merge.
+  spill_log<ready_cached> cached_sorted(part);
+  sorted_scan(
+      cached,
+      [](const ready_cached& a, const ready_cached& b) {
+        return std::tie(a.file, a.prepared) < std::tie(b.file, b.prepared);
+      },
+      [&](const ready_cached& c) { cached_sorted.push(c); });
+  spill_log<ready_hit> hits(part);
+  {
+    spill_log<ready_cached>::reader cr(cached_sorted);
+    ready_cached c{};
+    bool more = cr.next(c);
+    sorted_scan(
+        windows,
+        [](const ready_window& a, const ready_window& b) {
+          return std::tie(a.file, a.end) < std::tie(b.file, b.end);
+        },
+        [&](const ready_window& w) {
+          std::uint64_t n = 0;
+          while (more && std::tie(c.file, c.prepared) < std::tie(w.file, w.end)) {
+            n += c.file == w.file && w.start < c.taken ? 1 : 0;
+            more = cr.next(c);
+          }
+          if (n > 0) hits.push({w.seq, n});
+        });
+  }
+  spill_log<ready_hit> hits_sorted(part);
+  sorted_scan(
+      hits, [](const ready_hit& a, const ready_hit& b) { return a.seq < b.seq; },
+      [&](const ready_hit& h) { hits_sorted.push(h); });
+  spill_log<ready_hit>::reader hr(hits_sorted);
+  ready_hit h{};
+  bool more_hits = hr.next(h);
+  spill_log<ready_pending>::reader pr(pending);
+  ready_pending x{};
+  while (pr.next(x)) {
+    if (more_hits && h.seq == x.seq) {
+      x.r.also_received = h.count;
+      more_hits = hr.next(h);
+    }
+    out(x.r);
+  }
 }
 
 rank_op_table stats_engine::take_rank_ops() {

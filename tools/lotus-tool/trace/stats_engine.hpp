@@ -90,6 +90,11 @@ struct ready_sample {
   /// The batch's preparation had ended before the wait began (it was ready when asked for): the
   /// wait is the loop's own time to receive it. Never for a marker or an unjoined wait.
   bool prepared_before = false;
+  /// Other batches the loop received during this wait: batches served later from the cache (an
+  /// out-of-order marker) whose preparation ended before this wait did, when this was the loop's
+  /// first wait still waiting after that (torch's loop reads whatever reaches its result queue
+  /// ahead of the batch it waits for). 0 for a marker or a helper's wait.
+  std::uint64_t also_received = 0;
   static constexpr std::uint32_t k_no_file = 0xffffffffu;
 };
 
