@@ -3,7 +3,8 @@
 test_diagnosis_real.py in a fresh process; its figures go to bench/README.md's diagnosis table).
 
 argv[1]: JSON {"trace": prefix, "case": offcpu|startup|drift|borderline|collate|heavytail|
-coldstore|wstate, "workers": N, "persistent": bool, "epochs": N, "data": directory (coldstore)}. Prints
+coldstore|wstate|stalls, "workers": N, "persistent": bool, "epochs": N, "data": directory
+(coldstore), "stalls": "random"|"periodic"|"none" (stalls)}. Prints
 {"batches": n, "epoch_s": [wall time of each epoch], "cpu_s": the process tree's CPU time}.
 
 The first four cases plant sleeps (the offcpu case's ~0.3 ms of CPU aside): a CPU-bound cost would
@@ -23,6 +24,10 @@ work whatever the load); their tests compare the load of the runs and skip when 
   training waits ~12-17 % of its time (the loader is barely behind).
 * collate: a CPU-heavy collate_fn in the worker (12 ms of CPU a batch), a 1 ms Load per sample.
 * heavytail: every 50th sample (2 %) costs 40x the median: 1 ms of CPU a sample, 40 ms for those.
+* stalls: 1 ms a sample (a sleep), a 3 ms training step (a sleep) that stalls 60 ms now and then:
+  "random": at planted steps that differ from epoch to epoch (1, 6 and 3 stalls in the first
+  three epochs: their lengths differ by whole stalls), "periodic": every 8th step (4 an epoch,
+  the epochs alike), "none": never.
 * coldstore: each sample reads 64 KiB of its own file through mmap after dropping the file's
   pages from the page cache (posix_fadvise DONTNEED; 16 major faults a sample), on an emulated
   storage device: a lock shared by every process (flock) held 4 ms per read, so the device
@@ -47,7 +52,9 @@ CFG = json.loads(sys.argv[1])
 CASE = CFG["case"]
 EPOCHS = CFG.get("epochs", 3)
 SAMPLES = {"offcpu": 64, "startup": 32, "drift": 256, "borderline": 320, "collate": 384,
-           "heavytail": 400, "coldstore": 256, "wstate": 256}[CASE]
+           "heavytail": 400, "coldstore": 256, "wstate": 256, "stalls": 128}[CASE]
+# stalls, "random": the steps of each epoch that stall (its batches 0-31).
+RANDOM_STALLS = [{5}, {2, 7, 11, 19, 23, 30}, {9, 15, 26}]
 BATCH = 4
 FILE_BYTES = 64 * 1024  # coldstore: one file per sample
 DEVICE_S = 0.004  # coldstore: the emulated device's service time per read
@@ -70,7 +77,7 @@ class Load:
             spin(0.0003)
         elif CASE == "startup":
             time.sleep(0.004)
-        elif CASE in ("drift", "collate", "wstate"):
+        elif CASE in ("drift", "collate", "wstate", "stalls"):
             time.sleep(0.001)
         elif CASE == "heavytail":
             spin(0.040 if int(x[0]) % 50 == 7 else 0.001)
@@ -169,12 +176,17 @@ def main():
                         persistent_workers=CFG.get("persistent", True), **extra)
     n = 0
     epochs = []
-    for _ in range(EPOCHS):
+    for epoch in range(EPOCHS):
         t0 = time.monotonic()
-        for _ in loader:
+        for step, _ in enumerate(loader):
             n += 1
             if CASE == "borderline":
                 time.sleep(0.021)  # the training step
+            elif CASE == "stalls":
+                plan = CFG.get("stalls", "random")
+                stalled = (plan == "random" and step in RANDOM_STALLS[epoch % 3]) or \
+                    (plan == "periodic" and step % 8 == 7)
+                time.sleep(0.063 if stalled else 0.003)
         epochs.append(time.monotonic() - t0)
     del loader
     lotus.flush()

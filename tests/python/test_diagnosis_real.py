@@ -259,6 +259,38 @@ def case_coldstore(tmp):
                              "reads from a device serving one read per 4 ms, cache dropped")
 
 
+def stall_claim(tmp, plan, epochs):
+    """The stalls case (diagnosis_scenario.py): whatif's epoch claim for the run's own setting,
+    and the run's epochs as the driver timed them."""
+    trace, got = run(tmp, f"stalls-{plan}-{epochs}", "stalls", workers=2, stalls=plan,
+                     epochs=epochs)
+    return tool_json("whatif", trace, "--workers", "2"), got["epoch_s"]
+
+
+def case_stalls(tmp):
+    """A training step that stalls 60 ms now and then. Where the stalls strike at random, the
+    epochs differ by whole stalls (1, 6 and 3 of them): no model can claim one epoch's length
+    within 20 %, and whatif says why from the epochs' spread. Where they come every 8th step, the
+    three epochs are alike and it claims them. With one epoch it cannot tell the two apart and
+    withholds, taking the steps as independent."""
+    w, epochs = stall_claim(tmp, "random", 3)
+    # The planted truth: the epochs after the first (the workers' start) differ by 5 stalls.
+    assert max(epochs[1:]) > 1.3 * min(epochs[1:]), epochs
+    assert w["epoch_claim"] is False, w
+    assert w["epoch_no_claim_why"].startswith("the loop's steps vary too much"), w
+    assert "its 3 epochs spent" in w["epoch_no_claim_why"], w["epoch_no_claim_why"]
+    w, epochs = stall_claim(tmp, "periodic", 3)
+    assert max(epochs[1:]) < 1.2 * min(epochs[1:]), epochs
+    assert "steps vary" not in w.get("epoch_no_claim_why", ""), w
+    w, _ = stall_claim(tmp, "random", 1)
+    assert w["epoch_claim"] is False, w
+    assert "where a step's time is independent" in w["epoch_no_claim_why"], w
+    w, _ = stall_claim(tmp, "none", 1)
+    assert "steps vary" not in w.get("epoch_no_claim_why", ""), w
+    return ("stalls", "a 3 ms step stalling 60 ms at random (1, 6, 3 an epoch) or every 8th",
+            "no epoch claim where random", None, None, None, None)
+
+
 pytestmark = pytest.mark.skipif(not TOOL, reason="LOTUS_TOOL not set")
 
 
@@ -326,3 +358,7 @@ if __name__ == "__main__":
     if not TOOL:
         sys.exit("LOTUS_TOOL not set")
     main()
+
+
+def test_model_step_stalls(tmp_path):
+    print(case_stalls(tmp_path))

@@ -328,6 +328,69 @@ TEST_CASE(
   CHECK(d.stats.latency.received.max_ms == Approx(4.0));
 }
 
+namespace {
+
+// A run of one worker (pid 200) and its loop (pid 100): per epoch 32 batches, each ready 1 ms
+// before the loop asks for it (a 0.1 ms wait), then a 3 ms step, 63 ms where `stalls[epoch]`
+// holds the step's index (steps 0-30; the last batch's step ends the epoch). Returns whatif's
+// result for the run's own setting (with --step-ms `step_ms` where it is not negative).
+whatif_result stalled_run(const std::vector<std::vector<int>>& stalls, double step_ms = -1) {
+  lotus_test::temp_dir dir;
+  const std::uint64_t us = 1000ULL;
+  std::uint64_t t = 1700000000000000000ULL;
+  {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (const auto& plan : stalls) {
+      for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << t << ",1000\n";
+      t += 1000 * us;
+      for (int k = 0; k < 32; ++k) {
+        w << "SBatchPreprocessed_" << k << "," << t - 2000 * us << "," << 1000 * us << "\n";
+        m << "SBatchWait_" << k << "," << t << "," << 100 * us << "\n";
+        t += 100 * us;
+        m << "SBatchConsumed_" << k << "," << t << ",1000\n";
+        const bool stalled = std::find(plan.begin(), plan.end(), k) != plan.end();
+        t += (stalled ? 63000 : 3000) * us;
+      }
+      t += 5000 * us;
+    }
+  }
+  input_args in;
+  in.dirs = {dir.path};
+  whatif_args a;
+  a.workers = 1;
+  a.step_ms = step_ms;
+  return predict_workers(digest_run(in), a);
+}
+
+}  // namespace
+
+TEST_CASE("whatif: steps that stall at random leave one epoch's length unclaimed",
+          "[tool][compare][whatif]") {
+  // Three epochs with 1, 6 and 3 stalls: 153, 453 and 273 ms of steps, standard deviation 151 ms,
+  // half the mean epoch: no claim, from the epochs' own spread.
+  const whatif_result random = stalled_run({{5}, {2, 7, 11, 19, 23, 30}, {9, 15, 26}});
+  CHECK_THAT(random.epoch_no_claim_why,
+             Catch::StartsWith("the loop's steps vary too much for one epoch's length to be "
+                               "claimed: 93 steps of 3.00 ms at the median"));
+  CHECK_THAT(random.epoch_no_claim_why,
+             Catch::Contains("its 3 epochs spent 153 ms to 453 ms in them (standard deviation "
+                             "151 ms)"));
+  // Every 8th step: 3 stalls an epoch, the epochs alike: claimed, though a step varies as much.
+  const whatif_result periodic = stalled_run({{7, 15, 23}, {7, 15, 23}, {7, 15, 23}});
+  CHECK(periodic.epoch_no_claim_why.empty());
+  // One epoch cannot tell the two apart: each step taken as independent of the others (31 steps,
+  // standard deviation 10.8 ms: 60 ms an epoch).
+  const whatif_result one = stalled_run({{5}});
+  CHECK_THAT(one.epoch_no_claim_why,
+             Catch::Contains("an epoch's 31 steps move by 60.0 ms (one standard deviation, "
+                             "where a step's time is independent of the others')"));
+  // Steady steps: claimed.
+  CHECK(stalled_run({{}}).epoch_no_claim_why.empty());
+  // A step the user gives (--step-ms) is theirs: claimed.
+  CHECK(stalled_run({{5}}, 10).epoch_no_claim_why.empty());
+}
+
 TEST_CASE("whatif: a run without batches is refused with a message", "[tool][compare][whatif]") {
   run_digest d;
   whatif_args a;

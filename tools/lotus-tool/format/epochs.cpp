@@ -72,6 +72,7 @@ class epoch_cut {
 
  private:
   void step(std::uint64_t ts) {
+    ++cur_.steps;
     if (steps_ != nullptr) steps_->push_back(static_cast<double>(ts - consumed_at_) / 1e6);
   }
 

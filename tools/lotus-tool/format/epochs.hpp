@@ -22,6 +22,7 @@ struct epoch_digest {
   std::uint64_t waits = 0;         ///< in-order SBatchWait records
   std::uint64_t elapsed_ns = 0;    ///< last SBatchConsumed − first record (seconds, exact)
   std::uint64_t start_ns = 0;      ///< its first record's start (not kept by summaries: 0)
+  std::uint64_t steps = 0;         ///< the consumer's steps timed in it (cut_main_epochs' `steps`)
 };
 
 /// 16 bytes a main-process batch record: what the epoch cut, the waits and the steps need.

@@ -48,6 +48,12 @@ constexpr double k_storage_min_blocked_share = 0.25;
 // How much the last quarter of the workers' batches may take over their first before a
 // prediction for another worker count is withheld (batch_growth).
 constexpr double k_growth_no_claim = 1.5;
+// One standard deviation of an epoch's time in the loop's steps (their standard deviation times
+// the root of an epoch's steps), as a share of the predicted epoch, past which no epoch is claimed:
+// two of them, the band nineteen epochs in twenty fall in, would be past the 20 % a claim is held
+// to, whatever the model. Taken over at least k_step_spread_min_steps steps.
+constexpr double k_step_spread_max = 0.10;
+constexpr std::size_t k_step_spread_min_steps = 8;
 
 // The mean batch time of the last quarter of a worker lifetime's batches over its first quarter
 // (the workers' first batches, their start, left out; at least 8 batches): over the whole run
@@ -78,6 +84,62 @@ double batch_growth(const std::vector<std::vector<double>>& batch_ms, unsigned w
   std::sort(ratios.begin(), ratios.end());
   return ratios[ratios.size() / 2];
 }
+// Why one epoch's time in the loop's steps is too uncertain to claim the epoch (empty: it is
+// not). With 3 epochs or more whose steps are known, the spread of their step sums; else each
+// step taken as independent of the others: their standard deviation times the root of an
+// epoch's steps (a stall that strikes at random; one that comes every k steps moves no epoch,
+// which only several epochs show).
+std::string step_spread_why(const run_digest& d, double predicted_s) {
+  const std::vector<double>& steps = d.step_from_gpu() ? d.gpu_step_ms : d.step_ms;
+  if (steps.size() < k_step_spread_min_steps || d.epochs.empty()) return {};
+  const auto sd_of = [](const std::vector<double>& v, double& mean) {
+    mean = 0;
+    for (const double x : v) mean += x;
+    mean /= static_cast<double>(v.size());
+    double var = 0;
+    for (const double x : v) var += (x - mean) * (x - mean);
+    return std::sqrt(var / static_cast<double>(v.size() - 1));
+  };
+  std::uint64_t counted = 0;
+  for (const epoch_digest& e : d.epochs) counted += e.steps;
+  double mean_ms = 0;
+  const double sd_ms = sd_of(steps, mean_ms);
+  std::string basis;
+  double spread_ms = 0;
+  if (!d.step_from_gpu() && d.epochs.size() >= 3 && counted == steps.size()) {
+    std::vector<double> sums;
+    std::size_t at = 0;
+    for (const epoch_digest& e : d.epochs) {
+      double sum = 0;
+      for (std::uint64_t k = 0; k < e.steps; ++k) sum += steps[at++];
+      sums.push_back(sum);
+    }
+    double mean_sum = 0;
+    spread_ms = sd_of(sums, mean_sum);
+    const auto [lo, hi] = std::minmax_element(sums.begin(), sums.end());
+    basis = "its " + std::to_string(sums.size()) + " epochs spent " + format_ms(*lo) + " to " +
+            format_ms(*hi) + " in them (standard deviation " + format_ms(spread_ms) + ")";
+  } else {
+    const double per_epoch =
+        static_cast<double>(steps.size()) / static_cast<double>(d.epochs.size());
+    spread_ms = sd_ms * std::sqrt(per_epoch);
+    basis = "an epoch's " + format_number("%.0f", per_epoch) + " steps move by " +
+            format_ms(spread_ms) +
+            " (one standard deviation, where a step's time is independent "
+            "of the others')";
+  }
+  if (!(spread_ms / 1e3 > k_step_spread_max * predicted_s)) return {};
+  std::vector<double> sorted = steps;
+  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2),
+                   sorted.end());
+  return "the loop's steps vary too much for one epoch's length to be claimed: " +
+         std::to_string(steps.size()) + " steps of " + format_ms(sorted[sorted.size() / 2]) +
+         " at the median and " + format_ms(mean_ms) + " on average (standard deviation " +
+         format_ms(sd_ms) + "); " + basis + ", " + pct(spread_ms / 1e3 / predicted_s, 0, " ") +
+         " of the " + format_ms(predicted_s * 1e3) + " predicted: a claim within 20 % needs it " +
+         "under " + pct(k_step_spread_max, 0, " ") + ". The model predicts the mean epoch";
+}
+
 // Bytes a batch read from storage (its threads' ru_inblock: page-cache misses) from which, with
 // that off-CPU share, the workers waited on the device: reads through read(2) (a cold file read
 // by PIL or open()) fault nothing, so major faults alone miss them. 64 KiB: a few cold pages per
@@ -910,6 +972,14 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
           "collector's count when they fork, which tracing moves. gc.freeze() just before "
           "iter(loader) rules it out";
     }
+  }
+  // Steps that vary so much that one epoch's time in them moves past what a claim allows,
+  // however good the model (a training step stalled now and then): the epoch's own spread,
+  // withheld (the measured step: an option's is the user's).
+  if (r.epoch_no_claim_why.empty() && a.step_ms < 0 && r.epochs > 0 &&
+      r.predicted.epoch_seconds > 0) {
+    if (const std::string why = step_spread_why(d, r.predicted.epoch_seconds); !why.empty())
+      r.epoch_no_claim_why = why;
   }
   if (r.foreign_fitted) {
     // The other reading: the same load as threads beside the loader's (foreign), on the cores.

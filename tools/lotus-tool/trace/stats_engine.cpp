@@ -590,71 +590,75 @@ struct ready_hit {
 void stats_engine::data_ready(const std::function<void(const ready_sample&)>& out,
                               const std::vector<bool>& unjoined) const {
   const auto src = [this](std::uint64_t file) { return source_of(file); };
-  // The preparations in (directory, index, start) order, for a merge join with the waits.
-  spill_log<span> pre_sorted(lim_.buffer_bytes / 2);
-  sorted_scan(
-      pre_,
-      [&src](const span& a, const span& b) {
-        return std::make_tuple(src(a.file), a.idx, a.start) <
-               std::make_tuple(src(b.file), b.idx, b.start);
-      },
-      [&](const span& p) { pre_sorted.push(p); });
-  spill_log<span>::reader rd(pre_sorted);
-  span p{};
-  bool have = rd.next(p);
-  const auto key = [&src](const span& x) { return std::make_pair(src(x.file), x.idx); };
-  // Each wait takes the latest preparation of its index (in its directory) begun by the batch's
-  // arrival (an in-order wait's end; a marker's start), else one begun within 10 ms after it
-  // (two processes' clocks), as the delay join does; each preparation serves one wait.
-  constexpr std::uint64_t k_join_slack_ns = 10'000'000;
-  // Epochs counted among the joined waits only: a helper's wait for the same index is no epoch.
-  std::pair<std::uint32_t, std::uint64_t> last_key{UINT32_MAX, 0};
-  std::uint64_t epoch = 0, seq = 0;
-  const std::size_t part = lim_.buffer_bytes / 8;
+  // The first pass's output: every wait's sample (in the order `out` gets them), the loop's real
+  // waits and its cached batches; the join's sorted preparations are gone before the next pass.
+  const std::size_t part = lim_.buffer_bytes / 16;
   spill_log<ready_pending> pending(part);
   spill_log<ready_window> windows(part);
   spill_log<ready_cached> cached(part);
-  with_epochs(wait_, src, [&](const epoch_span& w) {
-    const bool marker = w.s.dur == 1000;
-    const std::uint64_t arrival = marker ? w.s.start : w.s.start + w.s.dur;
-    while (have && key(p) < std::make_pair(w.src, w.s.idx)) have = rd.next(p);
-    ready_sample r;
-    r.idx = w.s.idx;
-    r.epoch = w.epoch;
-    r.ready_ns = marker ? 0 : w.s.dur;
-    r.main_file = static_cast<std::uint32_t>(w.s.file);
-    r.worker_file = ready_sample::k_no_file;
-    r.src = w.src;
-    if (w.s.file < unjoined.size() && unjoined[static_cast<std::size_t>(w.s.file)]) {
+  {
+    // The preparations in (directory, index, start) order, for a merge join with the waits.
+    spill_log<span> pre_sorted(lim_.buffer_bytes / 2);
+    sorted_scan(
+        pre_,
+        [&src](const span& a, const span& b) {
+          return std::make_tuple(src(a.file), a.idx, a.start) <
+                 std::make_tuple(src(b.file), b.idx, b.start);
+        },
+        [&](const span& p) { pre_sorted.push(p); });
+    spill_log<span>::reader rd(pre_sorted);
+    span p{};
+    bool have = rd.next(p);
+    const auto key = [&src](const span& x) { return std::make_pair(src(x.file), x.idx); };
+    // Each wait takes the latest preparation of its index (in its directory) begun by the batch's
+    // arrival (an in-order wait's end; a marker's start), else one begun within 10 ms after it
+    // (two processes' clocks), as the delay join does; each preparation serves one wait.
+    constexpr std::uint64_t k_join_slack_ns = 10'000'000;
+    // Epochs counted among the joined waits only: a helper's wait for the same index is no epoch.
+    std::pair<std::uint32_t, std::uint64_t> last_key{UINT32_MAX, 0};
+    std::uint64_t epoch = 0, seq = 0;
+    with_epochs(wait_, src, [&](const epoch_span& w) {
+      const bool marker = w.s.dur == 1000;
+      const std::uint64_t arrival = marker ? w.s.start : w.s.start + w.s.dur;
+      while (have && key(p) < std::make_pair(w.src, w.s.idx)) have = rd.next(p);
+      ready_sample r;
+      r.idx = w.s.idx;
+      r.epoch = w.epoch;
+      r.ready_ns = marker ? 0 : w.s.dur;
+      r.main_file = static_cast<std::uint32_t>(w.s.file);
+      r.worker_file = ready_sample::k_no_file;
+      r.src = w.src;
+      if (w.s.file < unjoined.size() && unjoined[static_cast<std::size_t>(w.s.file)]) {
+        pending.push({r, seq++});
+        return;
+      }
+      epoch = last_key == std::make_pair(w.src, w.s.idx) ? epoch + 1 : 0;
+      last_key = {w.src, w.s.idx};
+      r.epoch = epoch;
+      bool got = false;
+      std::uint64_t prepared = 0;  // the joined preparation's end
+      while (have && key(p) == std::make_pair(w.src, w.s.idx) && p.start <= arrival) {
+        r.worker_file = static_cast<std::uint32_t>(p.file);
+        prepared = p.start + p.dur;
+        got = true;
+        have = rd.next(p);
+      }
+      if (!got && have && key(p) == std::make_pair(w.src, w.s.idx) &&
+          p.start <= arrival + k_join_slack_ns) {
+        r.worker_file = static_cast<std::uint32_t>(p.file);
+        prepared = p.start + p.dur;
+        got = true;
+        have = rd.next(p);
+      }
+      r.prepared_before = got && !marker && prepared < w.s.start;
+      if (!marker) {
+        windows.push({w.s.file, w.s.start, arrival, seq});
+      } else if (got) {
+        cached.push({w.s.file, prepared, w.s.start});
+      }
       pending.push({r, seq++});
-      return;
-    }
-    epoch = last_key == std::make_pair(w.src, w.s.idx) ? epoch + 1 : 0;
-    last_key = {w.src, w.s.idx};
-    r.epoch = epoch;
-    bool got = false;
-    std::uint64_t prepared = 0;  // the joined preparation's end
-    while (have && key(p) == std::make_pair(w.src, w.s.idx) && p.start <= arrival) {
-      r.worker_file = static_cast<std::uint32_t>(p.file);
-      prepared = p.start + p.dur;
-      got = true;
-      have = rd.next(p);
-    }
-    if (!got && have && key(p) == std::make_pair(w.src, w.s.idx) &&
-        p.start <= arrival + k_join_slack_ns) {
-      r.worker_file = static_cast<std::uint32_t>(p.file);
-      prepared = p.start + p.dur;
-      got = true;
-      have = rd.next(p);
-    }
-    r.prepared_before = got && !marker && prepared < w.s.start;
-    if (!marker) {
-      windows.push({w.s.file, w.s.start, arrival, seq});
-    } else if (got) {
-      cached.push({w.s.file, prepared, w.s.start});
-    }
-    pending.push({r, seq++});
-  });
+    });
+  }
   // A batch served from the cache was received (read from the result queue, unpickled) in the
   // loop's first wait still waiting after its preparation ended, if that wait began before the
   // batch was taken: torch's loop receives whatever reaches the queue ahead of the batch it waits
