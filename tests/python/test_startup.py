@@ -295,6 +295,10 @@ def assert_fork_gc_ttfb_band(js):
         assert "full garbage collection" in js["ttfb_no_claim_why"], js
 
 
+# whatif's rule for a loop whose steps vary more than one epoch's claim allows (WHATIF.md).
+STEPS_RULE = "the loop's steps vary too much"
+
+
 def assert_fork_gc_band(js):
     """whatif's fork prediction from the probes with a full collection measured: each of the
     start and the epoch claimed at the midpoint of with and without it (both within 15 % of it),
@@ -303,9 +307,11 @@ def assert_fork_gc_band(js):
     if js["epoch_claim"]:
         assert 0 < js["epoch_gc_half_seconds"] <= 0.15 * js["predicted"]["epoch_seconds"], js
     elif "no_claim_why" not in js:  # (no epoch claimed for another setting of this trace)
-        # Both epochs given, or the model's time after the start too far from the run's own.
+        # Both epochs given, the model's time after the start too far from the run's own, or the
+        # loop's steps too uneven for one epoch (a loaded machine's).
         why = js["epoch_no_claim_why"]
-        assert "if each runs one" in why or why.startswith("after the start, the model's"), js
+        assert "if each runs one" in why or why.startswith("after the start, the model's") or \
+            why.startswith(STEPS_RULE), js
 
 
 def fork_gc_rewritten(src, dst, full_gc_ns=None, distances=None):
@@ -468,7 +474,8 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     after_rule = "epoch_gc_half_seconds" not in js
     if not after_rule:
         assert 0 < js["epoch_gc_half_seconds"] <= 0.15 * js["predicted"]["epoch_seconds"], js
-        assert js["epoch_claim"] or "no_claim_why" in js, js
+        assert js["epoch_claim"] or "no_claim_why" in js or \
+            js["epoch_no_claim_why"].startswith(STEPS_RULE), js
     else:
         assert js["epoch_no_claim_why"].startswith("after the start, the model's"), js
     large = fork_gc_rewritten(out, tmp_path / "large", 100_000_000_000)  # 100 s
