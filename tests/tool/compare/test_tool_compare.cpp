@@ -31,6 +31,13 @@ loader_model model(unsigned workers, double cores, double step_ms, unsigned pref
   return m;
 }
 
+// One record line, "<name>_<idx>,<start_ns>,<dur_ns>" (a 1 us duration: an instant record, or
+// an SBatchWait's out-of-order marker).
+void rec(std::ostream& o, const char* name, std::uint64_t idx, std::uint64_t start_ns,
+         std::uint64_t dur_ns = 1000) {
+  o << name << "_" << idx << "," << start_ns << "," << dur_ns << "\n";
+}
+
 }  // namespace
 
 TEST_CASE("whatif model: workers, cores and the step, against hand-computed epochs",
@@ -231,21 +238,18 @@ TEST_CASE(
   // The ready ones: 1, 2, 4, 5, 7 ms; their median 4 ms.
   lotus_test::temp_dir dir;
   const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
-  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  auto at = [&](std::uint64_t m) { return t0 + m * ms; };
   {
     std::ofstream w(dir / "lotustrace_log_worker_pid_200");
-    for (int k = 0; k < 8; ++k)
-      w << "SBatchPreprocessed_" << k << "," << at(10 * static_cast<std::uint64_t>(k)) << ","
-        << 10 * ms << "\n";
+    for (std::uint64_t k = 0; k < 8; ++k) rec(w, "SBatchPreprocessed", k, at(10 * k), 10 * ms);
     std::ofstream m(dir / "lotustrace_log_main_pid_100");
-    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
-    for (int k = 0; k < 8; ++k) {
-      const auto u = static_cast<std::uint64_t>(k);
+    for (std::uint64_t k = 0; k < 4; ++k) rec(m, "SBatchQueued", k, at(0));
+    for (std::uint64_t k = 0; k < 8; ++k) {
       const bool early = k == 2 || k == 5;
-      const std::uint64_t ask = 10 * u + (early ? 5 : 12);
-      const std::uint64_t dur = k == 7 ? 1000 : early ? 20 * ms : (1 + u) * ms;
-      m << "SBatchWait_" << k << "," << at(ask) << "," << dur << "\n";
-      m << "SBatchConsumed_" << k << "," << std::to_string(t0 + ask * ms + dur + 1000) << ",1000\n";
+      const std::uint64_t ask = 10 * k + (early ? 5 : 12);
+      const std::uint64_t dur = k == 7 ? 1000 : early ? 20 * ms : (1 + k) * ms;
+      rec(m, "SBatchWait", k, at(ask), dur);
+      rec(m, "SBatchConsumed", k, at(ask) + dur + 1000);
     }
   }
   input_args in;
@@ -263,14 +267,11 @@ TEST_CASE(
   lotus_test::temp_dir few;
   {
     std::ofstream w(few / "lotustrace_log_worker_pid_200");
-    for (int k = 0; k < 8; ++k)
-      w << "SBatchPreprocessed_" << k << "," << at(10 * static_cast<std::uint64_t>(k)) << ","
-        << 10 * ms << "\n";
+    for (std::uint64_t k = 0; k < 8; ++k) rec(w, "SBatchPreprocessed", k, at(10 * k), 10 * ms);
     std::ofstream m(few / "lotustrace_log_main_pid_100");
-    for (int k = 0; k < 8; ++k) {
-      const auto u = static_cast<std::uint64_t>(k);
-      m << "SBatchWait_" << k << "," << at(10 * u + 5) << "," << 6 * ms << "\n";
-      m << "SBatchConsumed_" << k << "," << at(10 * u + 12) << ",1000\n";
+    for (std::uint64_t k = 0; k < 8; ++k) {
+      rec(m, "SBatchWait", k, at(10 * k + 5), 6 * ms);
+      rec(m, "SBatchConsumed", k, at(10 * k + 12));
     }
   }
   in.dirs = {few.path};
@@ -291,30 +292,29 @@ TEST_CASE(
   // median 4. A last marker (batch 12) whose batch ended after every wait is given to none.
   lotus_test::temp_dir dir;
   const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
-  auto at = [&](std::uint64_t m) { return std::to_string(t0 + m * ms); };
+  auto at = [&](std::uint64_t m) { return t0 + m * ms; };
   {
     std::ofstream w0(dir / "lotustrace_log_worker_pid_200");
     std::ofstream w1(dir / "lotustrace_log_worker_pid_201");
     std::ofstream m(dir / "lotustrace_log_main_pid_100");
-    for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << at(0) << ",1000\n";
+    for (std::uint64_t k = 0; k < 4; ++k) rec(m, "SBatchQueued", k, at(0));
     for (std::uint64_t p = 0; p < 5; ++p) {
       const std::uint64_t base = 100 * p, a = 2 * p, b = a + 1;
-      w0 << "SBatchPreprocessed_" << a << "," << at(base) << "," << 10 * ms << "\n";
-      w1 << "SBatchPreprocessed_" << b << "," << at(base + 5) << "," << 10 * ms << "\n";
-      m << "SBatchWait_" << a << "," << at(base + 12) << "," << 8 * ms << "\n";
-      m << "SBatchConsumed_" << a << "," << at(base + 20) << ",1000\n";
-      m << "SBatchWait_" << b << "," << at(base + 25) << ",1000\n";
-      m << "SBatchConsumed_" << b << "," << at(base + 25) << ",1000\n";
+      rec(w0, "SBatchPreprocessed", a, at(base), 10 * ms);
+      rec(w1, "SBatchPreprocessed", b, at(base + 5), 10 * ms);
+      rec(m, "SBatchWait", a, at(base + 12), 8 * ms);
+      rec(m, "SBatchConsumed", a, at(base + 20));
+      rec(m, "SBatchWait", b, at(base + 25));  // the marker
+      rec(m, "SBatchConsumed", b, at(base + 25));
     }
     for (std::uint64_t k = 10; k < 12; ++k) {
-      const std::uint64_t base = 50 * k;
-      w0 << "SBatchPreprocessed_" << k << "," << at(base) << "," << 10 * ms << "\n";
-      m << "SBatchWait_" << k << "," << at(base + 12) << "," << 3 * ms << "\n";
-      m << "SBatchConsumed_" << k << "," << at(base + 15) << ",1000\n";
+      rec(w0, "SBatchPreprocessed", k, at(50 * k), 10 * ms);
+      rec(m, "SBatchWait", k, at(50 * k + 12), 3 * ms);
+      rec(m, "SBatchConsumed", k, at(50 * k + 15));
     }
-    w1 << "SBatchPreprocessed_12," << at(600) << "," << 10 * ms << "\n";
-    m << "SBatchWait_12," << at(605) << ",1000\n";
-    m << "SBatchConsumed_12," << at(605) << ",1000\n";
+    rec(w1, "SBatchPreprocessed", 12, at(600), 10 * ms);
+    rec(m, "SBatchWait", 12, at(605));
+    rec(m, "SBatchConsumed", 12, at(605));
   }
   input_args in;
   in.dirs = {dir.path};
@@ -342,13 +342,14 @@ whatif_result stalled_run(const std::vector<std::vector<int>>& stalls, double st
     std::ofstream w(dir / "lotustrace_log_worker_pid_200");
     std::ofstream m(dir / "lotustrace_log_main_pid_100");
     for (const auto& plan : stalls) {
-      for (int k = 0; k < 4; ++k) m << "SBatchQueued_" << k << "," << t << ",1000\n";
+      for (std::uint64_t k = 0; k < 4; ++k) rec(m, "SBatchQueued", k, t);
       t += 1000 * us;
       for (int k = 0; k < 32; ++k) {
-        w << "SBatchPreprocessed_" << k << "," << t - 2000 * us << "," << 1000 * us << "\n";
-        m << "SBatchWait_" << k << "," << t << "," << 100 * us << "\n";
+        const auto u = static_cast<std::uint64_t>(k);
+        rec(w, "SBatchPreprocessed", u, t - 2000 * us, 1000 * us);
+        rec(m, "SBatchWait", u, t, 100 * us);
         t += 100 * us;
-        m << "SBatchConsumed_" << k << "," << t << ",1000\n";
+        rec(m, "SBatchConsumed", u, t);
         const bool stalled = std::find(plan.begin(), plan.end(), k) != plan.end();
         t += (stalled ? 63000 : 3000) * us;
       }

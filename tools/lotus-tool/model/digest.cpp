@@ -57,9 +57,7 @@ double mean_of(const std::vector<double>& v) {
 }
 }  // namespace
 
-double run_digest::step_mean_ms() const {
-  return gpu_step_ms.empty() ? mean_of(step_ms) : mean_of(gpu_step_ms);
-}
+double run_digest::step_mean_ms() const { return mean_of(model_step_ms()); }
 
 double run_digest::host_step_mean_ms() const { return mean_of(step_ms); }
 

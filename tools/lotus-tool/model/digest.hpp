@@ -115,7 +115,11 @@ struct run_digest {
   double batches_per_second() const;
   std::uint64_t out_of_order() const;
   /// The consumer's step: the GPU's time per batch where measured, else the host's.
-  double step_mean_ms() const;
+  /// The steps the model takes the consumer's from: the GPU's where known, else the host's.
+  const std::vector<double>& model_step_ms() const {
+    return gpu_step_ms.empty() ? step_ms : gpu_step_ms;
+  }
+  double step_mean_ms() const;       ///< the mean of model_step_ms()
   double host_step_mean_ms() const;  ///< the host's (SBatchConsumed to the next SBatchWait)
   bool step_from_gpu() const { return !gpu_step_ms.empty(); }
 };

@@ -90,20 +90,17 @@ double batch_growth(const std::vector<std::vector<double>>& batch_ms, unsigned w
 // epoch's steps (a stall that strikes at random; one that comes every k steps moves no epoch,
 // which only several epochs show).
 std::string step_spread_why(const run_digest& d, double predicted_s) {
-  const std::vector<double>& steps = d.step_from_gpu() ? d.gpu_step_ms : d.step_ms;
+  const std::vector<double>& steps = d.model_step_ms();
   if (steps.size() < k_step_spread_min_steps || d.epochs.empty()) return {};
-  const auto sd_of = [](const std::vector<double>& v, double& mean) {
-    mean = 0;
-    for (const double x : v) mean += x;
-    mean /= static_cast<double>(v.size());
+  const auto sd_of = [](const std::vector<double>& v, double mean) {
     double var = 0;
     for (const double x : v) var += (x - mean) * (x - mean);
     return std::sqrt(var / static_cast<double>(v.size() - 1));
   };
+  const double mean_ms = d.step_mean_ms();
+  const double sd_ms = sd_of(steps, mean_ms);
   std::uint64_t counted = 0;
   for (const epoch_digest& e : d.epochs) counted += e.steps;
-  double mean_ms = 0;
-  const double sd_ms = sd_of(steps, mean_ms);
   std::string basis;
   double spread_ms = 0;
   if (!d.step_from_gpu() && d.epochs.size() >= 3 && counted == steps.size()) {
@@ -114,8 +111,8 @@ std::string step_spread_why(const run_digest& d, double predicted_s) {
       for (std::uint64_t k = 0; k < e.steps; ++k) sum += steps[at++];
       sums.push_back(sum);
     }
-    double mean_sum = 0;
-    spread_ms = sd_of(sums, mean_sum);
+    spread_ms =
+        sd_of(sums, mean_ms * static_cast<double>(steps.size()) / static_cast<double>(sums.size()));
     const auto [lo, hi] = std::minmax_element(sums.begin(), sums.end());
     basis = "its " + std::to_string(sums.size()) + " epochs spent " + format_ms(*lo) + " to " +
             format_ms(*hi) + " in them (standard deviation " + format_ms(spread_ms) + ")";
