@@ -4,7 +4,8 @@ test_diagnosis_real.py in a fresh process; its figures go to bench/README.md's d
 
 argv[1]: JSON {"trace": prefix, "case": offcpu|startup|drift|borderline|collate|heavytail|
 coldstore|wstate|stalls, "workers": N, "persistent": bool, "epochs": N, "data": directory
-(coldstore), "stalls": "random"|"periodic"|"none" (stalls)}. Prints
+(coldstore), "stalls": "random"|"periodic"|"none" and "slow_start": bool (stalls: the startup
+case's worker_init_fn too), "method": a start method (else the platform's)}. Prints
 {"batches": n, "epoch_s": [wall time of each epoch], "cpu_s": the process tree's CPU time}.
 
 The first four cases plant sleeps (the offcpu case's ~0.3 ms of CPU aside): a CPU-bound cost would
@@ -168,6 +169,10 @@ def main():
     extra = {}
     if CASE == "startup":
         extra["worker_init_fn"] = slow_init
+    if CASE == "stalls" and CFG.get("slow_start"):
+        extra["worker_init_fn"] = slow_init  # the start-up planted beside the stalls
+    if CFG.get("method"):
+        extra["multiprocessing_context"] = CFG["method"]
     if CASE == "collate":
         extra["collate_fn"] = heavy_collate
     if CASE == "coldstore":
