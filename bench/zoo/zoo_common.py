@@ -145,14 +145,19 @@ def _children(pid):
 class TreePss:
     """The job's memory as lotus-tool's model predicts it: the process tree's summed Pss (this
     process and every descendant: workers, multiprocessing's helpers), sampled every 250 ms in a
-    thread (a read of smaps_rollup walks a torch process's ~2000 mappings: a few ms), its peak."""
+    thread (a read of smaps_rollup walks a torch process's ~2000 mappings: a few ms), its peak.
+    soon() moves the next sample to 50 ms from now (run_epochs, once an epoch's workers started):
+    an epoch shorter than the cadence still has its workers in a sample."""
 
     def __init__(self, interval=0.25):
         import threading
         self.peak = 0
         self.samples = 0
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._lock = threading.Lock()
         self._interval = interval
+        self._next = time.monotonic() + interval
         self._thread = threading.Thread(target=self._run, name="zoo-pss", daemon=True)
         self._thread.start()
 
@@ -168,12 +173,28 @@ class TreePss:
         self.peak = max(self.peak, total)
         self.samples += 1
 
+    def soon(self, delay=0.05):
+        with self._lock:
+            self._next = min(self._next, time.monotonic() + delay)
+        self._wake.set()
+
     def _run(self):
-        while not self._stop.wait(self._interval):
+        while not self._stop.is_set():
+            with self._lock:
+                left = self._next - time.monotonic()
+            if left > 0:
+                self._wake.wait(left)
+                self._wake.clear()
+                continue
+            if self._stop.is_set():
+                break
             self.sample()
+            with self._lock:
+                self._next = time.monotonic() + self._interval
 
     def stop(self):
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=5)
         return self.peak
 
@@ -251,6 +272,8 @@ def run_epochs(args, make_iterable, step=None, digest=None):
             gc.freeze()
         t0 = time.perf_counter()
         it = iter(iterable)  # starts the workers: the loop waits for data here too
+        if _TREE:
+            _TREE[-1].soon()  # (a sample with the workers, however short the epoch)
         first = last = None
         wait = time.perf_counter() - t0
         n = 0

@@ -893,8 +893,12 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
     assert fs["predicted_ttfb_ms"] is not None and sp["predicted_ttfb_ms"] is not None
     if preloads:
         # The server imports the script once (a spawned worker's boot, without its wait for a
-        # core: the server boots alone), in the first iterator.
-        assert fs["predicted_server_start_ms"] == pytest.approx(alone, rel=1e-6)
+        # core: the server boots alone, and at the fastest boot's speed: startup.boot_excess_ms,
+        # each boot's CPU time beyond the fastest one's, is not the work's), in the first
+        # iterator.
+        excess = fs.get("boot_excess_ms", 0.0)
+        assert 0 <= excess < alone, fs
+        assert fs["predicted_server_start_ms"] == pytest.approx(alone - excess, rel=1e-6)
         assert fs["predicted_first_ttfb_ms"] > fs["predicted_later_ttfb_ms"] + 0.9 * alone
         assert "once" in fs["basis"] and "without its wait for a core" in fs["basis"]
     else:
@@ -937,8 +941,11 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
         if js["predicted_ttfb_ms"] is None:
             assert js["note"].startswith("the model replays"), js
             continue
-        assert js["predicted_server_start_ms"] == pytest.approx(alone if keep else boot,
-                                                                rel=1e-6), js
+        # (the boots at the fastest one's speed where their CPU time was read; boot lines
+        # without it compare nothing)
+        assert ("boot_excess_ms" in js) is keep, js
+        assert js["predicted_server_start_ms"] == pytest.approx(
+            alone - js["boot_excess_ms"] if keep else boot, rel=1e-6), js
         assert ("without its wait for a core" in js["basis"]) is keep, js
         assert stats_json(d)["startup"]["per_worker"]["boot_alone_ms"] == (
             pytest.approx(alone, rel=1e-6) if keep else 0), keep

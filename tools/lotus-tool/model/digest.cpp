@@ -478,10 +478,12 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
     range_hi = std::max(range_hi, p.end_ns);
     if (p.idx < d.workers) slot_starts[p.idx].push_back(p.start_ns);
   }
-  // The consumer's own time to receive a ready batch: the median of the loop's waits for
-  // batches that were ready before it asked for them (the statistics' one wait-batch join).
+  // The consumer's own time to receive a ready batch: the mean of the loop's waits for batches
+  // that were ready before it asked for them (the statistics' one wait-batch join), each per
+  // batch it received. The mean, not the median: the model adds this term once per batch, so
+  // what an epoch spends receiving is their sum, and the waits are skewed long (WHATIF.md).
   if (const latency_figures& rx = d.stats.latency.received; rx.count >= k_receive_min_samples) {
-    d.receive_ms = rx.p50_ms;
+    d.receive_ms = rx.mean_ms;
     d.receive_samples = rx.count;
   }
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)

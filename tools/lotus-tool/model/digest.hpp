@@ -72,13 +72,13 @@ struct run_digest {
   std::vector<double> step_ms;  ///< consumer time from consuming a batch to asking the next
   /// The consumer's own time to receive a batch that was ready before it asked (its worker's
   /// SBatchPreprocessed ended before the SBatchWait began; out-of-order markers and helper
-  /// threads' waits left out: stats.latency.received, nearest-rank): the median of those waits,
+  /// threads' waits left out: stats.latency.received): the mean of those waits,
   /// each divided by the batches it received (ready_sample::also_received, plus its own), ms,
   /// where at least k_receive_min_samples were; 0: not measured (fewer, no workers,
   /// summaries). Its queue's hand-over: the worker's feeder thread pickling
   /// the batch, the consumer unpickling it.
   double receive_ms = 0;
-  std::uint64_t receive_samples = 0;  ///< the waits it is the median of
+  std::uint64_t receive_samples = 0;  ///< the waits it is the mean of
   /// The GPU's time per step (the sidecars' `gpu` lines: a training process that used CUDA),
   /// where known; empty: none. The consumer's step of the model when present (step_mean_ms).
   std::vector<double> gpu_step_ms;

@@ -178,6 +178,12 @@ struct whatif_result {
   /// (ttfb_known false: not predicted, ttfb_why says why). Empty method: none recorded.
   std::string measured_start_method, start_method;
   double measured_ttfb_ms = 0, replay_ttfb_ms = 0, predicted_ttfb_ms = 0;
+  /// The spawned workers' boots compared (startup_costs::boot_excess_ms): what the slower
+  /// ones' extra CPU time added to a boot, mean ms (0: none), and the fastest and slowest CPU
+  /// time of the boots_compared. The predictions take the boots at the fastest one's speed;
+  /// the replay of the run takes them as they ran.
+  double boot_excess_ms = 0, boot_cpu_fastest_ms = 0, boot_cpu_slowest_ms = 0;
+  unsigned boots_compared = 0;
   /// The first iterator of a process (a forkserver's server starts in it) and the later ones.
   /// lotus's own time inside an iterator's start (LOTUS_FORK_PROBE), in the measured figures,
   /// not in the predictions (mean over the iterators).
@@ -207,7 +213,7 @@ struct whatif_result {
   /// The workers' measured wait for a core (a share of their batch time) and whether it was
   /// read as other threads' load (model.foreign fitted to it): with the measured workers at most
   /// the cores, only other threads make them wait.
-  std::uint64_t receive_samples = 0;  ///< the waits model.receive_ms is the median of
+  std::uint64_t receive_samples = 0;  ///< the waits model.receive_ms is the mean of
   double measured_cpu_wait_share = 0;
   bool foreign_fitted = false;
   /// Fitted (foreign_fitted): the cores the loader had (model.cores is it, scaled to the
@@ -306,6 +312,9 @@ bool torch_lacks_in_order(const std::string& torch_version);
 /// The sentence the report's "add workers" finding quotes:
 /// "4 workers: epoch 1.20 s → 0.61 s, wait 48 % → 2 %".
 std::string whatif_sentence(const whatif_result& r);
+
+/// whatif's text (stdout without --json) for one trace's result.
+std::string whatif_text(const whatif_result& r);
 
 /// Empty, or why the prediction is a best case: the model's worker count is over twice the count
 /// the trace measured, and a batch's cost there is taken from the measured one (bench/README's

@@ -272,7 +272,9 @@ double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
 std::string startup_replay_missed(const startup_costs& c, const std::string& loader) {
   // A loader whose workers' start-up the model does not describe (the loader table's words).
   if (const char* why = loader_kind_of(loader).startup_model_missing; *why != '\0') return why;
-  const startup_prediction r = predict_startup(c, c.method, c.workers);
+  startup_costs measured = c;  // the run itself, its boots as they ran
+  measured.boot_excess_ms = 0;
+  const startup_prediction r = predict_startup(measured, c.method, c.workers);
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
   // (The run's own start holds lotus's own measurement, which the model leaves out.)
@@ -305,6 +307,32 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   // start) and of every other worker with a boot line.
   std::vector<double> payer_boots;
   double n_other = 0, other = 0, n_alone = 0, alone = 0;
+  // The spawned workers' boots compared by their CPU time (startup_costs::boot_excess_ms): the
+  // fastest first, then each boot's excess over it.
+  std::uint64_t cpu_fastest = 0, cpu_slowest = 0;
+  unsigned compared = 0;
+  const auto comparable = [&](const startup_meta& m, const startup_start& s,
+                              const std::string& host) -> const startup_boot* {
+    if (m.method != "spawn" || m.begin_ns == 0) return nullptr;
+    const auto b = boots.find(process_key{s.pid, host});
+    if (b == boots.end() || b->second->loaded_ns == 0 || b->second->loaded_cpu_ns == 0) {
+      return nullptr;
+    }
+    return b->second;
+  };
+  for (const auto& kv : dir.processes) {
+    for (const startup_meta& m : kv.second.startups) {
+      for (const startup_start& s : m.starts) {
+        if (const startup_boot* bl = comparable(m, s, kv.second.host)) {
+          ++compared;
+          cpu_fastest =
+              compared == 1 ? bl->loaded_cpu_ns : std::min(cpu_fastest, bl->loaded_cpu_ns);
+          cpu_slowest = std::max(cpu_slowest, bl->loaded_cpu_ns);
+        }
+      }
+    }
+  }
+  double n_excess = 0, excess = 0;
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
     for (const startup_meta& m : p.startups) {
@@ -368,6 +396,13 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           }
           ++n_boot;
           boot += w.boot_ms;
+          if (compared >= 2 && comparable(m, s, p.host) != nullptr) {
+            // Its CPU time beyond the fastest boot's, no more than it ran.
+            const double ran = w.boot_ms - std::max(0.0, w.boot_runq_ms);
+            ++n_excess;
+            excess += std::clamp(static_cast<double>(bl->loaded_cpu_ns - cpu_fastest) / 1e6, 0.0,
+                                 std::max(0.0, ran));
+          }
           imp += w.import_ms;
           unp += w.unpickle_ms;
           init_fn += w.init_fn_ms;
@@ -482,6 +517,12 @@ startup_analysis analyze_startup(const trace_dir& dir) {
   k.fork_ms = mean(fork, n_fork);
   k.boot_ms = mean(boot, n_boot);
   k.boot_alone_ms = mean(alone, n_alone);
+  if (compared >= 2) {
+    k.boots_compared = compared;
+    k.boot_cpu_fastest_ms = static_cast<double>(cpu_fastest) / 1e6;
+    k.boot_cpu_slowest_ms = static_cast<double>(cpu_slowest) / 1e6;
+    k.boot_excess_ms = mean(excess, n_excess);
+  }
   if (!payer_boots.empty() && n_other > 0) {
     // The server's start, apart: what worker 0 of a starting iterator took beyond the others.
     const double others = other / n_other;
@@ -572,7 +613,11 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
     // script's top-level imports). forkserver: a fork of the server; the server imports the main
     // module once where this interpreter's server does so (CPython 3.13.8, 3.14 on: the
     // `startup_forkserver` line's probe), else every worker imports it again after the fork.
-    double boot = c.boot_ms;
+    // The boots at the fastest one's speed (boot_excess_ms: 0 where not compared).
+    const double boot_ms = std::max(0.0, c.boot_ms - c.boot_excess_ms);
+    const double boot_alone_ms =
+        c.boot_alone_ms > 0 ? std::max(0.0, c.boot_alone_ms - c.boot_excess_ms) : 0.0;
+    double boot = boot_ms;
     if (method == "forkserver" && c.method == "spawn") {
       if (c.server_preloads_main < 0) {
         p.why_unknown =
@@ -587,14 +632,14 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
         // worker does before it unpickles its loop. The server boots alone (the main process
         // waits for it, no worker runs yet): a spawned worker's boot without its wait for a
         // core, where it was read.
-        p.server_ms = c.boot_alone_ms > 0 ? c.boot_alone_ms : c.boot_ms;
-        p.basis = c.boot_alone_ms > 0
+        p.server_ms = boot_alone_ms > 0 ? boot_alone_ms : boot_ms;
+        p.basis = boot_alone_ms > 0
                       ? "the forkserver imports the main module once (its start: a spawned "
                         "worker's interpreter and imports, without its wait for a core)"
                       : "the forkserver imports the main module once (its start: a spawned "
                         "worker's interpreter and imports)";
       } else {
-        boot = std::max(k_fork_from_server_ms, c.boot_ms - k_exec_ms + k_fork_from_server_ms);
+        boot = std::max(k_fork_from_server_ms, boot_ms - k_exec_ms + k_fork_from_server_ms);
         p.server_ms = k_exec_ms;
         p.basis =
             "this Python's forkserver does not preload the main module: every worker "
@@ -611,7 +656,7 @@ startup_prediction predict_startup(const startup_costs& c, const std::string& me
       if (c.server_preloads_main == 1 && c.server_start_ms > 0) {
         boot = c.server_start_ms;
       } else {
-        boot = c.boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
+        boot = boot_ms + k_exec_ms;  // at least: the main module's own imports not measured
       }
     } else if (method == "forkserver" && c.server_started) {
       p.server_ms = c.server_start_ms;  // measured

@@ -79,6 +79,18 @@ struct startup_costs {
   /// what an interpreter that boots alone takes, as a forkserver does (0: not read, a trace of
   /// an older lotus). Mean over the workers whose boot holds no server start.
   double boot_alone_ms = 0;
+  /// The machine's share of the spawned workers' boots (boot_ms and boot_alone_ms are as
+  /// measured): each boots the same interpreter and imports the same modules, so a boot that
+  /// used more CPU time than the run's fastest ran on a slower machine (another guest on the
+  /// host, the host's load), not with more work. Mean over the boots compared of each one's CPU
+  /// time beyond the fastest's (at most its running time), ms; 0: fewer than two boots with
+  /// their CPU time read, or none beyond. predict_startup takes the boots at the fastest one's
+  /// speed; a replay of the run itself (startup_replay_missed, whatif's replay) as measured.
+  double boot_excess_ms = 0;
+  /// The boots compared (spawn workers with their CPU time read) and the fastest and slowest
+  /// one's CPU time, ms.
+  unsigned boots_compared = 0;
+  double boot_cpu_fastest_ms = 0, boot_cpu_slowest_ms = 0;
   double fork_ms = 0;  ///< Process.start() of a fork run, per worker
   /// The rest of __init__ per worker, outside Process.start() (its queues, the first indices).
   double gap_ms = 0;
