@@ -332,7 +332,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
       }
     }
   }
-  double n_excess = 0, excess = 0;
+  double excess = 0;
   for (const auto& kv : dir.processes) {
     const process_meta& p = kv.second;
     for (const startup_meta& m : p.startups) {
@@ -399,7 +399,6 @@ startup_analysis analyze_startup(const trace_dir& dir) {
           if (compared >= 2 && comparable(m, s, p.host) != nullptr) {
             // Its CPU time beyond the fastest boot's, no more than it ran.
             const double ran = w.boot_ms - std::max(0.0, w.boot_runq_ms);
-            ++n_excess;
             excess += std::clamp(static_cast<double>(bl->loaded_cpu_ns - cpu_fastest) / 1e6, 0.0,
                                  std::max(0.0, ran));
           }
@@ -521,7 +520,7 @@ startup_analysis analyze_startup(const trace_dir& dir) {
     k.boots_compared = compared;
     k.boot_cpu_fastest_ms = static_cast<double>(cpu_fastest) / 1e6;
     k.boot_cpu_slowest_ms = static_cast<double>(cpu_slowest) / 1e6;
-    k.boot_excess_ms = mean(excess, n_excess);
+    k.boot_excess_ms = mean(excess, n_boot);  // (as boot_ms is: boot_ms less it is their mean)
   }
   if (!payer_boots.empty() && n_other > 0) {
     // The server's start, apart: what worker 0 of a starting iterator took beyond the others.

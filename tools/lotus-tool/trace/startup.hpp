@@ -82,10 +82,11 @@ struct startup_costs {
   /// The machine's share of the spawned workers' boots (boot_ms and boot_alone_ms are as
   /// measured): each boots the same interpreter and imports the same modules, so a boot that
   /// used more CPU time than the run's fastest ran on a slower machine (another guest on the
-  /// host, the host's load), not with more work. Mean over the boots compared of each one's CPU
-  /// time beyond the fastest's (at most its running time), ms; 0: fewer than two boots with
-  /// their CPU time read, or none beyond. predict_startup takes the boots at the fastest one's
-  /// speed; a replay of the run itself (startup_replay_missed, whatif's replay) as measured.
+  /// host, the host's load) or paid a one-time cost (bytecode caches): not work a rerun pays
+  /// again. Each boot's CPU time beyond the fastest's (at most its running time; 0 for a boot
+  /// not compared), their mean as boot_ms's, ms; 0: fewer than two boots with their CPU time
+  /// read, or none beyond. predict_startup takes the boots at the fastest one's speed; a replay
+  /// of the run itself (startup_replay_missed, whatif's replay) as measured.
   double boot_excess_ms = 0;
   /// The boots compared (spawn workers with their CPU time read) and the fastest and slowest
   /// one's CPU time, ms.
