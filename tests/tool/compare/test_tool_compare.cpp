@@ -376,10 +376,13 @@ TEST_CASE("whatif: spawned workers' boots at the fastest one's CPU time; the rep
   whatif_args a;
   a.workers = 2;
   a.start_method = "spawn";
-  lotus_test::temp_dir slow;
-  make(slow, 1350);
-  in.dirs = {slow.path};
-  const run_digest d = digest_run(in);
+  const auto digest_of = [&](std::uint64_t cpu1_ms) {
+    lotus_test::temp_dir dir;
+    make(dir, cpu1_ms);
+    in.dirs = {dir.path};
+    return digest_run(in);
+  };
+  const run_digest d = digest_of(1350);
   REQUIRE(d.startup.iterators == 1);
   CHECK(d.startup.boots_compared == 2);
   CHECK(d.startup.boot_cpu_fastest_ms == Approx(950));
@@ -394,10 +397,7 @@ TEST_CASE("whatif: spawned workers' boots at the fastest one's CPU time; the rep
   CHECK(whatif_text(r).find("2 spawned workers' boots (the same interpreter and imports each) "
                             "used 0.95–1.35 s of CPU: predicted at the fastest one's (200 ms "
                             "less a boot on average") != std::string::npos);
-  lotus_test::temp_dir even;
-  make(even, 950);
-  in.dirs = {even.path};
-  const run_digest e = digest_run(in);
+  const run_digest e = digest_of(950);
   CHECK(e.startup.boots_compared == 2);
   CHECK(e.startup.boot_excess_ms == 0);
   const whatif_result q = predict_workers(e, a);

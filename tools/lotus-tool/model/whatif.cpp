@@ -670,9 +670,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.measured_lotus_ms = c.lotus_ms;
     r.measured_later_ttfb_ms = c.later_ttfb_ms;
     // The replay of the run itself: its boots as they ran (startup_costs::boot_excess_ms).
-    startup_costs as_ran = c;
-    as_ran.boot_excess_ms = 0;
-    const startup_prediction rp = predict_startup(as_ran, c.method, measured_w);
+    const startup_prediction rp = predict_startup(c.as_ran(), c.method, measured_w);
     if (rp.known) r.replay_ttfb_ms = mean_ttfb_ms(rp, c) + c.lotus_ms;  // (as measured: traced)
     r.boot_excess_ms = c.boot_excess_ms;
     r.boot_cpu_fastest_ms = c.boot_cpu_fastest_ms;

@@ -272,9 +272,7 @@ double mean_ttfb_ms(const startup_prediction& p, const startup_costs& c) {
 std::string startup_replay_missed(const startup_costs& c, const std::string& loader) {
   // A loader whose workers' start-up the model does not describe (the loader table's words).
   if (const char* why = loader_kind_of(loader).startup_model_missing; *why != '\0') return why;
-  startup_costs measured = c;  // the run itself, its boots as they ran
-  measured.boot_excess_ms = 0;
-  const startup_prediction r = predict_startup(measured, c.method, c.workers);
+  const startup_prediction r = predict_startup(c.as_ran(), c.method, c.workers);
   if (!r.known) return r.why_unknown;
   if (c.ttfb_ms <= 0) return "no iterator's first batch was recorded";
   // (The run's own start holds lotus's own measurement, which the model leaves out.)

@@ -88,6 +88,12 @@ struct startup_costs {
   /// read, or none beyond. predict_startup takes the boots at the fastest one's speed; a replay
   /// of the run itself (startup_replay_missed, whatif's replay) as measured.
   double boot_excess_ms = 0;
+  /// These costs with the boots as they ran (boot_excess_ms 0): what a replay of the run takes.
+  startup_costs as_ran() const {
+    startup_costs c = *this;
+    c.boot_excess_ms = 0;
+    return c;
+  }
   /// The boots compared (spawn workers with their CPU time read) and the fastest and slowest
   /// one's CPU time, ms.
   unsigned boots_compared = 0;
