@@ -155,6 +155,27 @@ TEST_CASE("epoch model: a batch's feeder thread and the step's threads share the
     in.step_threads = 1;
     CHECK(simulate_epoch(in).seconds == Approx(0.030));
   }
+  SECTION("a loop that leaves its iterator early: the epoch ends with its last step") {
+    // One worker, 6 batches of 10 ms, a 4 ms step; the loop takes 3 (limit_train_batches=3):
+    // batches at 10, 20, 30 ms, the last step ends at 34 ms. The 2 batches still in flight are
+    // dropped (the workers' batches beyond the take).
+    in.cores = 2;
+    in.cpu_s.assign(6, 0.010);
+    in.off_s.assign(6, 0.0);
+    in.step_off_s = 0.004;
+    in.take = 3;
+    const epoch_outcome o = simulate_epoch(in);
+    CHECK(o.converged);
+    CHECK(o.batches == 3);
+    CHECK(o.last_take == Approx(0.030));
+    CHECK(o.seconds == Approx(0.034));
+    CHECK(o.out_of_order == 0);
+    in.take = 0;  // every batch
+    CHECK(simulate_epoch(in).batches == 6);
+    CHECK(simulate_epoch(in).last_take == Approx(0.060));
+    in.take = 9;  // more than there are: every batch
+    CHECK(simulate_epoch(in).batches == 6);
+  }
   SECTION("many batches end: every batch taken, whatever the feeders' rounding") {
     in.cores = 1.5;
     in.workers = 3;
@@ -169,6 +190,36 @@ TEST_CASE("epoch model: a batch's feeder thread and the step's threads share the
     // No faster than the cores allow: every CPU second shared by 1.5 cores.
     CHECK(o.seconds >= 1000 * (0.0013 + 0.0007 + 0.0004) / 1.5 - 1e-9);
   }
+}
+
+TEST_CASE("whatif: a loop that left its iterator early is replayed to the batches it took",
+          "[tool][compare][whatif]") {
+  // 2 workers prepared 28 batches of 20 ms (one core each), the loop took 24 with a 5 ms step
+  // and left (Lightning's limit_train_batches): the 4 prefetched batches are not its epoch.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(28, 20.0)};
+  d.workers = 2;
+  d.cpus = 2;
+  d.prefetch_factor = 2;
+  epoch_digest e;
+  e.batches = 24;
+  e.seconds = 0.24;
+  d.epochs = {e};
+  d.step_ms = std::vector<double>(23, 5.0);
+  d.epoch_takes = {24};
+  whatif_args a;
+  a.workers = 2;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.batches == 28);
+  CHECK(r.batches_taken == 24);
+  // Batches in pairs every 20 ms: 22 and 23 are ready at 240 ms, 23 taken after 22's step.
+  CHECK(r.replay.epoch_seconds == Approx(0.245));
+  CHECK(r.predicted.epoch_seconds == Approx(0.245));
+  a.workers = 1;  // one worker: 24 batches of 20 ms
+  CHECK(predict_workers(d, a).predicted.epoch_seconds == Approx(0.48));
+  d.epoch_takes.clear();  // as if it had taken all 28: 4 batches (one round of 2) more
+  a.workers = 2;
+  CHECK(predict_workers(d, a).replay.epoch_seconds == Approx(0.285));
 }
 
 TEST_CASE("whatif: predict_workers replays the measured setting and scales worker time",

@@ -258,6 +258,22 @@ std::vector<std::vector<double>> worker_starts(
   return out;
 }
 
+// Per epoch, the batches its one consumer took where it took fewer than its workers prepared
+// (run_digest::epoch_takes); empty where none did or the epochs do not pair up.
+std::vector<std::uint64_t> early_takes(const run_digest& d) {
+  std::vector<std::uint64_t> out;
+  if (d.epochs.empty() || d.epochs.size() != d.batch_ms.size() || d.workers == 0) return out;
+  bool any = false;
+  for (std::size_t k = 0; k < d.epochs.size(); ++k) {
+    const std::uint64_t took = d.epochs[k].batches;
+    const bool early = took > 0 && took < d.batch_ms[k].size();
+    out.push_back(early ? took : 0);
+    any = any || early;
+  }
+  if (!any) out.clear();
+  return out;
+}
+
 // What the sidecars say of the machine and the loader: the fewest CPUs allowed (online where
 // not said), the torch version, the loader kind.
 void sidecar_facts(const trace_dir& dir, run_digest& d) {
@@ -501,7 +517,10 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
   started_file_.clear();
   for (auto& kv : mains_) digest_main_file(kv.second, d);
   // (One main process: its epochs are the batch epochs, in time order.)
-  if (mains_.size() == 1) d.worker_start_ms = worker_starts(d, slot_starts);
+  if (mains_.size() == 1) {
+    d.worker_start_ms = worker_starts(d, slot_starts);
+    d.epoch_takes = early_takes(d);
+  }
   mains_.clear();
   sidecar_facts(dir, d);
   d.causes = compute_causes(dir, &in.filter).all;

@@ -99,6 +99,11 @@ struct run_digest {
   /// first index PyTorch's round-robin gives worker w. Worker start-up (fork or spawn,
   /// worker_init_fn) where workers start afresh, else the first batch's hand-over to a worker.
   std::vector<std::vector<double>> worker_start_ms;
+  /// Per epoch of `epochs` (paired as worker_start_ms is): the batches its consumer took where
+  /// it took fewer than its workers prepared (it left the iterator early: Lightning's
+  /// limit_train_batches, a `break`; the rest were prefetched and dropped), else 0. Empty: no
+  /// epoch was left early, or the epochs do not pair up.
+  std::vector<std::uint64_t> epoch_takes;
   /// The DataLoader iterators' start-ups (the sidecars' `startup` lines): the start-up
   /// model's inputs (iterators 0: none recorded).
   startup_costs startup;

@@ -37,6 +37,7 @@ class epoch_run {
 
   const epoch_inputs& in_;
   const std::size_t n_;
+  const std::size_t take_;  // the batches the consumer takes (at most n_)
   const unsigned workers_;
   const double cores_, step_cpu_s_, step_off_s_, foreign_, handoff_s_, side_cpu_s_, step_threads_;
   std::vector<std::deque<std::size_t>> queue_;
@@ -60,6 +61,7 @@ class epoch_run {
 epoch_run::epoch_run(const epoch_inputs& in)
     : in_(in),
       n_(std::min(in.cpu_s.size(), in.off_s.size())),
+      take_(in.take > 0 && in.take < n_ ? static_cast<std::size_t>(in.take) : n_),
       workers_(std::max(1u, in.workers)),
       cores_(in.cores > 0 ? in.cores : 1.0),
       step_cpu_s_(std::max(0.0, in.step_cpu_s)),
@@ -145,7 +147,7 @@ void epoch_run::start_idle_workers() {
 
 // The consumer takes a batch when it is waiting and one it may take is ready.
 bool epoch_run::take_batch() {
-  if (main_state_ != 0 || consumed_ >= n_) return false;
+  if (main_state_ != 0 || consumed_ >= take_) return false;
   std::size_t take = k_idle;
   if (in_.unordered) {
     if (!arrived_.empty()) take = arrived_.front();
@@ -178,7 +180,7 @@ epoch_outcome epoch_run::run() {
   while (true) {
     start_idle_workers();
     if (take_batch()) continue;  // a dispatch may have given an idle worker work
-    if (main_state_ == 0 && consumed_ >= n_) break;
+    if (main_state_ == 0 && consumed_ >= take_) break;
     unsigned workers_on_cpu = 0;
     for (unsigned w = 0; w < workers_; ++w) {
       if (current_[w] != k_idle && on_cpu_[w]) ++workers_on_cpu;
@@ -302,10 +304,11 @@ void epoch_run::advance(double next, unsigned first, unsigned first_side, bool m
 // In-order delivery: PyTorch marks a batch out of order when it arrives before an
 // earlier-indexed one, i.e. when some earlier batch arrives after it.
 void epoch_run::count_out_of_order() {
+  // (The batches taken: with take_ < n_ those after them may never have arrived.)
   std::vector<std::size_t> rank(n_, 0);
   for (std::size_t k = 0; k < arrival_order_.size(); ++k) rank[arrival_order_[k]] = k;
   std::size_t latest = 0;
-  for (std::size_t j = 0; j < n_; ++j) {
+  for (std::size_t j = 0; j < take_; ++j) {
     if (j > 0 && rank[j] < latest) ++out_.out_of_order;
     latest = std::max(latest, rank[j]);
   }

@@ -54,6 +54,10 @@ struct epoch_inputs {
   /// step_threads - 1 more threads want a core as long as it runs. <= 1: the training thread
   /// alone.
   double step_threads = 1;
+  /// The batches the consumer takes before it leaves the iterator (a loop that stops early:
+  /// Lightning's limit_train_batches, a `break`): the epoch ends with that batch's step, and the
+  /// workers' batches still in flight are dropped. 0, or more than there are: every batch.
+  std::uint64_t take = 0;
 };
 
 struct epoch_outcome {

@@ -149,8 +149,9 @@ constexpr double k_storage_min_read_bytes_per_batch = 65536;
 // a core, where measured, left out of the work), the step by its CPU part, the worker slots'
 // start-up in ms.
 epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_model& m,
-                           const std::vector<double>* start_ms) {
+                           const std::vector<double>* start_ms, std::uint64_t take) {
   epoch_inputs in;
+  in.take = take;
   const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
   const double cpu_share =
       std::max(0.0, 1.0 - off_share - std::min(1.0, std::max(0.0, m.cpuwait_share)));
@@ -252,7 +253,8 @@ loader_prediction simulate_loader(const std::vector<std::vector<double>>& epochs
     const auto& e = epochs[k];
     if (e.empty()) continue;
     const epoch_outcome o =
-        replay_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr);
+        replay_epoch(e, m, k < m.worker_start_ms.size() ? &m.worker_start_ms[k] : nullptr,
+                     k < m.epoch_takes.size() ? m.epoch_takes[k] : 0);
     seconds += o.last_take;  // the last SBatchConsumed closes the epoch
     wait += o.wait_s;
     p.runq_workers_s += o.runq_workers_s;
@@ -505,7 +507,7 @@ bool same_model(const loader_model& x, const loader_model& y) {
          x.step_ms == y.step_ms && x.step_cpu_ms == y.step_cpu_ms && x.receive_ms == y.receive_ms &&
          x.offcpu_share == y.offcpu_share && x.cpuwait_share == y.cpuwait_share &&
          x.foreign == y.foreign && x.unordered == y.unordered &&
-         x.worker_start_ms == y.worker_start_ms;
+         x.worker_start_ms == y.worker_start_ms && x.epoch_takes == y.epoch_takes;
 }
 
 }  // namespace
@@ -626,6 +628,9 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
   r.measured_out_of_order = d.out_of_order();
   r.epochs = d.epochs.size();
   for (const auto& e : d.batch_ms) r.batches += e.size();
+  r.batches_taken = r.batches;
+  for (std::size_t k = 0; k < d.epoch_takes.size() && k < d.batch_ms.size(); ++k)
+    if (d.epoch_takes[k] > 0) r.batches_taken -= d.batch_ms[k].size() - d.epoch_takes[k];
 
   loader_model& m = r.model;
   m.workers = a.workers;
@@ -646,6 +651,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.offcpu_from = "not recorded";
   }
   m.unordered = a.unordered;
+  m.epoch_takes = d.epoch_takes;  // a loop that left its iterator early does so again
   r.workers_restarted = d.workers_restarted;
   r.persistent = a.persistent && d.workers_restarted;
   if (!d.worker_start_ms.empty()) {
@@ -1179,6 +1185,7 @@ nlohmann::json whatif_json(const whatif_result& r) {
   j["measured"] = {{"workers", r.measured_workers},
                    {"epochs", r.epochs},
                    {"batches", r.batches},
+                   {"batches_taken", r.batches_taken},
                    {"epoch_seconds", r.measured_epoch_seconds},
                    {"wait_share", r.measured_wait_share},
                    {"step_ms", r.measured_step_ms},
@@ -1336,6 +1343,10 @@ std::string whatif_text(const whatif_result& r) {
                                    format_number("%.2f ms", r.host_step_ms) + ")"
                              : std::string()) +
        ", out of order " + std::to_string(r.measured_out_of_order) + "\n";
+  if (const std::uint64_t left = r.batches - std::min(r.batches, r.batches_taken); left > 0)
+    s += "  (the loop left its iterator early: it took " + std::to_string(r.batches_taken) +
+         " of the batches, the other " + std::to_string(left) +
+         " were prefetched and dropped; every replay takes as many)\n";
   s += "model: " + std::to_string(r.model.workers) + " worker(s), prefetch_factor " +
        std::to_string(r.model.prefetch_factor) + ", " + format_number("%g", r.model.cores) +
        " core(s) (" + r.cores_from + "), step " + format_number("%.2f ms", r.model.step_ms) +

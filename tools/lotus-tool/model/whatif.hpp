@@ -76,6 +76,10 @@ struct loader_model {
   /// run_digest::worker_start_ms). Slot w beyond an epoch's list begins with its last slot; an
   /// epoch beyond this list, or an empty one, begins every slot at 0.
   std::vector<std::vector<double>> worker_start_ms;
+  /// Per epoch replayed (the same index): the batches its consumer took before it left the
+  /// iterator (epoch_inputs::take; the run's SBatchConsumed where it took fewer than its
+  /// workers prepared). An epoch beyond this list, or 0: every batch.
+  std::vector<std::uint64_t> epoch_takes;
 };
 
 struct loader_prediction {
@@ -161,6 +165,9 @@ struct whatif_result {
   double host_step_ms = 0;  ///< the host's step, whichever the model takes
   std::uint64_t measured_out_of_order = 0;
   std::uint64_t epochs = 0, batches = 0;
+  /// The batches the loop took: `batches` less those prefetched and dropped where it left its
+  /// iterator early (run_digest::epoch_takes).
+  std::uint64_t batches_taken = 0;
   // The model's inputs.
   loader_model model;
   std::string cores_from;  ///< "sidecar", "option", "this machine"
