@@ -222,6 +222,45 @@ TEST_CASE("whatif: a loop that left its iterator early is replayed to the batche
   CHECK(predict_workers(d, a).replay.epoch_seconds == Approx(0.285));
 }
 
+TEST_CASE("digest: an epoch whose loop took fewer batches than its worker prepared",
+          "[tool][compare][whatif]") {
+  // One worker prepared 6 batches of 10 ms; the loop took 4 (SBatchConsumed 0-3) and left: the
+  // digest keeps the 4 as the epoch's take. A loop that took every batch has none.
+  const std::uint64_t t0 = 1700000000000000000ULL, ms = 1000000ULL;
+  auto at = [&](std::uint64_t m) { return t0 + m * ms; };
+  const auto trace = [&](const lotus_test::temp_dir& dir, std::uint64_t took) {
+    std::ofstream w(dir / "lotustrace_log_worker_pid_200");
+    for (std::uint64_t k = 0; k < 6; ++k) rec(w, "SBatchPreprocessed", k, at(10 * k), 10 * ms);
+    std::ofstream m(dir / "lotustrace_log_main_pid_100");
+    for (std::uint64_t k = 0; k < 2; ++k) rec(m, "SBatchQueued", k, at(0));
+    for (std::uint64_t k = 0; k < took; ++k) {
+      if (k + 2 < 6) rec(m, "SBatchQueued", k + 2, at(10 * k + 11));
+      rec(m, "SBatchWait", k, at(10 * k + 1), 9 * ms);
+      rec(m, "SBatchConsumed", k, at(10 * k + 10) + 1000);
+    }
+  };
+  lotus_test::temp_dir early, whole;
+  trace(early, 4);
+  trace(whole, 6);
+  input_args in;
+  in.dirs = {early.path};
+  const run_digest d = digest_run(in);
+  REQUIRE(d.epochs.size() == 1);
+  CHECK(d.batch_ms.at(0).size() == 6);
+  CHECK(d.epoch_takes == std::vector<std::uint64_t>{4});
+  whatif_args a;
+  a.workers = 1;
+  const whatif_result r = predict_workers(d, a);
+  CHECK(r.batches_taken == 4);
+  CHECK(r.replay.epoch_seconds == Approx(0.040).margin(0.002));  // 4 batches of 10 ms, not 6
+  CHECK(whatif_text(r).find("it took 4 of the batches, the other 2 were prefetched and dropped") !=
+        std::string::npos);
+  in.dirs = {whole.path};
+  const run_digest e = digest_run(in);
+  CHECK(e.epoch_takes.empty());
+  CHECK(predict_workers(e, a).batches_taken == 6);
+}
+
 TEST_CASE("whatif: predict_workers replays the measured setting and scales worker time",
           "[tool][compare][whatif]") {
   run_digest d;
