@@ -238,3 +238,44 @@ def test_off(tmp_path):
     assert r.returncode == 0, r.stderr
     j = json.loads(r.stdout)
     assert "causes" not in j and j["batch_preprocessing"]["count"] == 8
+
+
+BREAK_EARLY = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+import lotus.torch
+class D(Dataset):
+    def __len__(self): return 64
+    def __getitem__(self, i):
+        time.sleep(0.002)
+        return torch.tensor([float(i)])
+if __name__ == "__main__":
+    lotus.torch.instrument(log_file=sys.argv[1])
+    loader = DataLoader(D(), batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    it = iter(loader)
+    for _ in range(10):  # the loop leaves after 10 of the 16 batches (a break, limit_train_batches)
+        next(it)
+        time.sleep(0.03)  # its step: the workers (8 ms a batch) keep ahead
+    time.sleep(0.5)  # the 4 batches in flight finish before the iterator goes
+    del it
+    print("ok")
+"""
+
+
+def test_a_loop_that_leaves_early_is_replayed_to_the_batches_it_took(tmp_path):
+    # A real spawn run (its workers' start-up in the epoch) whose loop takes 10 batches while its
+    # 2 workers, prefetch 2, prepare 14: whatif replays the 10 and says so.
+    script = tmp_path / "break_early.py"
+    script.write_text(BREAK_EARLY)
+    trace = tmp_path / "trace"
+    r = run_python([str(script), str(trace / "lotustrace_log")], timeout=300)
+    assert r.stdout.strip() == "ok"
+    out = subprocess.run([TOOL, "whatif", str(trace), "--workers", "2", "--json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    j = json.loads(out.stdout)
+    assert (j["measured"]["batches"], j["measured"]["batches_taken"]) == (14, 10)
+    assert j["startup"]["measured_start_method"] == "spawn"
+    text = subprocess.run([TOOL, "whatif", str(trace), "--workers", "2"], capture_output=True,
+                          text=True, timeout=120).stdout
+    assert "it took 10 of the batches, the other 4 were prefetched and dropped" in text

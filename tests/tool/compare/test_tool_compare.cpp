@@ -192,20 +192,32 @@ TEST_CASE("epoch model: a batch's feeder thread and the step's threads share the
   }
 }
 
+namespace {
+
+// One epoch of `prepared` batches of `batch_ms` each by `workers` on `cpus` (prefetch 2), its
+// loop's `took` batches over `seconds`, with a step of `step_ms` between two of them.
+run_digest one_epoch_digest(std::size_t prepared, double batch_ms, unsigned workers, unsigned cpus,
+                            std::uint64_t took, double seconds, double step_ms) {
+  run_digest d;
+  d.batch_ms = {std::vector<double>(prepared, batch_ms)};
+  d.workers = workers;
+  d.cpus = cpus;
+  d.prefetch_factor = 2;
+  epoch_digest e;
+  e.batches = took;
+  e.seconds = seconds;
+  d.epochs = {e};
+  d.step_ms = std::vector<double>(took - 1, step_ms);
+  return d;
+}
+
+}  // namespace
+
 TEST_CASE("whatif: a loop that left its iterator early is replayed to the batches it took",
           "[tool][compare][whatif]") {
   // 2 workers prepared 28 batches of 20 ms (one core each), the loop took 24 with a 5 ms step
   // and left (Lightning's limit_train_batches): the 4 prefetched batches are not its epoch.
-  run_digest d;
-  d.batch_ms = {std::vector<double>(28, 20.0)};
-  d.workers = 2;
-  d.cpus = 2;
-  d.prefetch_factor = 2;
-  epoch_digest e;
-  e.batches = 24;
-  e.seconds = 0.24;
-  d.epochs = {e};
-  d.step_ms = std::vector<double>(23, 5.0);
+  run_digest d = one_epoch_digest(28, 20.0, 2, 2, 24, 0.24, 5.0);
   d.epoch_takes = {24};
   whatif_args a;
   a.workers = 2;
@@ -263,16 +275,8 @@ TEST_CASE("digest: an epoch whose loop took fewer batches than its worker prepar
 
 TEST_CASE("whatif: predict_workers replays the measured setting and scales worker time",
           "[tool][compare][whatif]") {
-  run_digest d;
-  d.batch_ms = {std::vector<double>(20, 40.0)};  // 4 workers on 2 cores: each batch 2x slower
-  d.workers = 4;
-  d.cpus = 2;
-  d.prefetch_factor = 2;
-  epoch_digest e;
-  e.seconds = 0.4;
-  e.batches = 20;
-  d.epochs = {e};
-  d.step_ms = std::vector<double>(19, 0.0);
+  // 4 workers on 2 cores: each batch 2x slower
+  run_digest d = one_epoch_digest(20, 40.0, 4, 2, 20, 0.4, 0.0);
   whatif_args a;
   a.workers = 2;
   const whatif_result r = predict_workers(d, a);
