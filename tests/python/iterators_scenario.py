@@ -80,6 +80,21 @@ def offset_from_thread():
     dataloader._MultiProcessingDataLoaderIter.__init__ = init
 
 
+def import_what_forked_workers_import():
+    """A fork() while another thread imports a module leaves that module's import lock held in
+    the child for ever (CPython's, with or without lotus): a thread receiving its first batch
+    imports hmac (multiprocessing's connection answers the fd sharer's challenge) while another
+    forks its workers, and each worker's numpy.random (imported lazily by NumPy 2, seeded by
+    torch's worker loop) imports secrets, then hmac, and waits. A program that forks workers
+    from threads imports them first, as here."""
+    import hmac  # noqa: F401
+    import secrets  # noqa: F401
+    try:
+        import numpy.random  # noqa: F401
+    except ImportError:
+        pass
+
+
 def main():
     out = sys.argv[1]
     cfg = json.loads(sys.argv[2])
@@ -101,6 +116,8 @@ def main():
             loader = make(spec, log, ctx)
             loader.load_state_dict(state)
         loaders.append(loader)
+    if cfg["method"] == "fork":
+        import_what_forked_workers_import()
     barrier = threading.Barrier(len(loaders))
     got = [None] * len(loaders)
 

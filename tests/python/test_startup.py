@@ -1041,7 +1041,7 @@ def test_a_hang_does_not_teach_the_exemption_to_ignore_the_next(tmp_path):
 def run_iterators(out, method, loaders, env=None):
     cfg = {"method": method, "loaders": loaders}
     r = run_python([str(HERE / "iterators_scenario.py"), str(out), json.dumps(cfg)], env=env,
-                   timeout=300)
+                   timeout=120)
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
