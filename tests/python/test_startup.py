@@ -637,8 +637,12 @@ if __name__ == "__main__":
         d = distance()
         held = [[] for _ in range(max(0, d - 8000))]
     if mode == "traced":
+        if sys.argv[4:] == ["incremental"]:  # as 3.14.0-3.14.4 would say, while lotus loads
+            real, sys.version_info = sys.version_info, (3, 14, 2, "final", 0)
         import lotus.torch
         lotus.torch.instrument(os.path.join(out, "lotustrace_log"))
+        if sys.argv[4:] == ["incremental"]:
+            sys.version_info = real
     method = "spawn" if mode == "traced" else "fork"
     dl = DataLoader(Cached(), batch_size=8, num_workers=2, multiprocessing_context=method,
                     worker_init_fn=None if mode == "traced" else init)
@@ -648,8 +652,15 @@ if __name__ == "__main__":
 """
 
 
-@pytest.mark.skipif(sys.version_info >= (3, 14) or sys.version_info < (3, 8),
-                    reason="a generational collector's full collections (CPython 3.8-3.13)")
+def generational_collector():
+    """CPython 3.8 on, but 3.14.0-3.14.4 (an incremental collector; 3.14.5 restored 3.13's)."""
+    v = sys.version_info[:3]
+    return v >= (3, 8) and not ((3, 14, 0) <= v < (3, 14, 5))
+
+
+@pytest.mark.skipif(not generational_collector(),
+                    reason="a generational collector's full collections (CPython 3.8-3.13, "
+                           "3.14.5 on)")
 def test_the_fork_probe_tells_whether_untraced_fork_workers_run_a_full_collection(tmp_path):
     """Planted: the program near its next full collection when lotus is loaded (lotus's own
     objects then make the traced program run it, so its forked workers would not) and just past
@@ -688,6 +699,30 @@ def test_the_fork_probe_tells_whether_untraced_fork_workers_run_a_full_collectio
             assert su["predicted_ttfb_ms"] == pytest.approx(
                 su["predicted_ttfb_without_full_gc_ms"]), su
         assert js["ttfb_claim"] or js.get("no_claim_why"), js
+
+
+@pytest.mark.skipif(not generational_collector(), reason="the planted truth needs CPython 3.8 on")
+def test_an_incremental_collector_leaves_the_forked_workers_collection_undecided(tmp_path):
+    """On CPython 3.14.0-3.14.4 the collector is incremental: it never runs the whole pass the
+    distance counts to, so lotus measures no distance and whatif decides nothing about a forked
+    worker's full collection (where the same program on a generational collector is decided
+    `first_batch`, above): the interpreter's version is made to say 3.14.2 while lotus loads."""
+    if not (have("spawn") and have("fork")):
+        pytest.skip("needs fork and spawn")
+    script = tmp_path / "plant.py"
+    script.write_text(FORK_GC_PLANT)
+    trace = tmp_path / "traced"
+    trace.mkdir()
+    run_python([str(script), "traced", str(trace), "near", "incremental"],
+               env={"LOTUS_FORK_PROBE": "1"}, timeout=300)
+    probes = sidecar_lines(trace, "startup_forkprobe")
+    assert [f[2] for _, f in probes] == ["ok", "ok"], probes
+    # No untraced distance, no batch's use of one (gc_untraced, gc_first_demand, gc_next_demand).
+    assert all(f[13] == "-" and f[15:17] == ["-", "-"] for _, f in probes), probes
+    js = json.loads(tool("whatif", str(trace), "--workers", "2", "--start-method", "fork",
+                         "--json"))
+    decided = js["startup"]["fork_full_gc"]
+    assert not decided["decided"] and decided["first_iterator"] == "unknown", decided
 
 
 def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):

@@ -2,14 +2,14 @@
 """How far the program *without lotus* would be from its next full garbage collection when it
 forks its workers (LOTUS_FORK_PROBE=1 only). Imports nothing of lotus; the standard library only.
 
-CPython's collector (3.11-3.13) runs a full collection once enough objects have survived into
-its oldest generation since the last one. A forked worker inherits that count: the number of
-allocations left before the next full collection (the *distance*) decides whether the worker runs
-one, and pays for it (a full pass over the heap it inherited, copying every page it touches). A
-traced program allocates lotus's own objects too (its modules, instrument()'s patches), so its
-distance is not the untraced program's: on bench/zoo's tv_imagefolder lotus's import made the
-traced main process run one more full collection, and its forked workers none, where the
-untraced ones each ran one in their first batch.
+CPython's collector (3.11-3.13, 3.14.5 on) runs a full collection once enough objects have
+survived into its oldest generation since the last one. A forked worker inherits that count: the
+number of allocations left before the next full collection (the *distance*) decides whether the
+worker runs one, and pays for it (a full pass over the heap it inherited, copying every page it
+touches). A traced program allocates lotus's own objects too (its modules, instrument()'s
+patches), so its distance is not the untraced program's: on bench/zoo's tv_imagefolder lotus's
+import made the traced main process run one more full collection, and its forked workers none,
+where the untraced ones each ran one in their first batch.
 
 So lotus measures the distance at the edges of its own work (its imports, instrument(), the fork
 probe) and sums the program's own use of it in between: the untraced distance is the distance
@@ -51,9 +51,19 @@ def _on_gc(phase, info):
         _full[0] += 1
 
 
+def generational(version=None):
+    """This interpreter's collector is the generational one the distance describes: every CPython
+    but 3.14.0-3.14.4, whose incremental collector's automatic collections take the young
+    generation and an increment of the old, never a whole pass (3.14.5 restored 3.13's collector,
+    cpython gh-148726). There the distance is not
+    measured, and whether a forked worker runs a full collection is not decided."""
+    v = tuple(sys.version_info[:3] if version is None else version[:3])
+    return not ((3, 14, 0) <= v < (3, 14, 5))
+
+
 def _wanted():
     if os.environ.get("LOTUS_FORK_PROBE", "") != "1" or not hasattr(os, "fork") \
-            or not gc.isenabled():
+            or not gc.isenabled() or not generational():
         return False
     # A spawned or forkserver worker importing lotus (unpickling its loader's objects): not the
     # program's main process. Its main module is __mp_main__, and while it unpickles what its
