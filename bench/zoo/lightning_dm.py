@@ -89,6 +89,8 @@ class Timer(L.Callback):
     def on_train_batch_start(self, trainer, module, batch, idx):
         now = time.perf_counter()
         self.wait += now - (self.end or self.t0)  # the loop's time from the last step to this batch
+        if self.first is None:
+            zc.sample_workers_soon()  # the tree's memory with this epoch's workers in it
         self.first = self.first or now
         self.last = now
         self.n += 1

@@ -146,8 +146,9 @@ class TreePss:
     """The job's memory as lotus-tool's model predicts it: the process tree's summed Pss (this
     process and every descendant: workers, multiprocessing's helpers), sampled every 250 ms in a
     thread (a read of smaps_rollup walks a torch process's ~2000 mappings: a few ms), its peak.
-    soon() moves the next sample to 50 ms from now (run_epochs, once an epoch's workers started):
-    an epoch shorter than the cadence still has its workers in a sample."""
+    soon() moves the next sample to 50 ms from now (run_epochs, once an epoch's workers started;
+    sample_workers_soon(), at a self-timed epoch's first batch): an epoch shorter than the cadence
+    still has its workers in a sample."""
 
     def __init__(self, interval=0.25):
         import threading
@@ -200,6 +201,14 @@ class TreePss:
 
 
 _TREE = []
+
+
+def sample_workers_soon():
+    """A driver that times its own epochs (Lightning's callbacks, not run_epochs): call at an
+    epoch's first batch, when its workers run, so that the tree's memory is sampled with them
+    (a fork epoch of 0.2 s can start and end between two samples 250 ms apart)."""
+    if _TREE:
+        _TREE[-1].soon(0.01)
 
 
 def start(args):
