@@ -637,12 +637,12 @@ if __name__ == "__main__":
         d = distance()
         held = [[] for _ in range(max(0, d - 8000))]
     if mode == "traced":
+        real = sys.version_info
         if sys.argv[4:] == ["incremental"]:  # as 3.14.0-3.14.4 would say, while lotus loads
-            real, sys.version_info = sys.version_info, (3, 14, 2, "final", 0)
+            sys.version_info = (3, 14, 2, "final", 0)
         import lotus.torch
         lotus.torch.instrument(os.path.join(out, "lotustrace_log"))
-        if sys.argv[4:] == ["incremental"]:
-            sys.version_info = real
+        sys.version_info = real
     method = "spawn" if mode == "traced" else "fork"
     dl = DataLoader(Cached(), batch_size=8, num_workers=2, multiprocessing_context=method,
                     worker_init_fn=None if mode == "traced" else init)
@@ -701,7 +701,8 @@ def test_the_fork_probe_tells_whether_untraced_fork_workers_run_a_full_collectio
         assert js["ttfb_claim"] or js.get("no_claim_why"), js
 
 
-@pytest.mark.skipif(not generational_collector(), reason="the planted truth needs CPython 3.8 on")
+@pytest.mark.skipif(not generational_collector(),
+                    reason="the plant measures its own distance: a generational collector's")
 def test_an_incremental_collector_leaves_the_forked_workers_collection_undecided(tmp_path):
     """On CPython 3.14.0-3.14.4 the collector is incremental: it never runs the whole pass the
     distance counts to, so lotus measures no distance and whatif decides nothing about a forked

@@ -51,14 +51,13 @@ def _on_gc(phase, info):
         _full[0] += 1
 
 
-def generational(version=None):
+def generational():
     """This interpreter's collector is the generational one the distance describes: every CPython
     but 3.14.0-3.14.4, whose incremental collector's automatic collections take the young
     generation and an increment of the old, never a whole pass (3.14.5 restored 3.13's collector,
-    cpython gh-148726). There the distance is not
-    measured, and whether a forked worker runs a full collection is not decided."""
-    v = tuple(sys.version_info[:3] if version is None else version[:3])
-    return not ((3, 14, 0) <= v < (3, 14, 5))
+    cpython gh-148726). There the distance is not measured, and whether a forked worker runs a
+    full collection is not decided."""
+    return not ((3, 14, 0) <= tuple(sys.version_info[:3]) < (3, 14, 5))
 
 
 def _wanted():
