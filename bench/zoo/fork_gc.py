@@ -6,9 +6,9 @@ workers run it").
     python3 bench/zoo/fork_gc.py [--python VENV/bin/python] [--pipelines a,b] --data DIR
 
 Runs each pipeline's driver (bench/zoo/<name>.py: fork, 2 workers, one epoch, no lotus) through a
-wrapper that, at the first DataLoader iter(), measures in a fork of the process how many
-allocations it is from its next full collection (empty lists kept until a generation-2
-collection starts), and in each fork worker notes when it starts one (ms after the worker began,
+wrapper that, at the first DataLoader iter() and at its first worker's fork, measures in a fork
+of the process how many allocations it is from its next full collection (empty lists kept until a
+generation-2 collection starts), and in each fork worker notes when it starts one (ms after the worker began,
 and the batches it had sent). Prints one JSON line per pipeline and a table. DIR holds the
 drivers' generated data (truth.py's --out DIR/data is the same layout). The wrapper's own objects
 are in the count (a few hundred allocations).
@@ -66,6 +66,19 @@ def it(self):
     return iter0(self)
 tud.DataLoader.__iter__ = it
 
+import multiprocessing.process as mpp
+start0 = mpp.BaseProcess.start
+forked = [False]
+def start(self):
+    # The first worker's fork: what lotus's fork probe estimates (torch's iterator's own work
+    # since iter() included).
+    if not forked[0]:
+        forked[0] = True
+        with open(report, "a") as f:
+            f.write(json.dumps({"distance_at_fork": distance()}) + "\n")
+    return start0(self)
+mpp.BaseProcess.start = start
+
 loop0 = tw._worker_loop
 def loop(*a, **k):
     t0 = time.perf_counter()
@@ -116,15 +129,19 @@ def main():
         workers = sorted({x["worker"] for x in lines if "worker" in x})
         fulls = {w: [x["full_at_ms"] for x in lines if x.get("worker") == w and "full_at_ms" in x]
                  for w in workers}
-        row = {"pipeline": name, "distance_at_first_iter": dist, "workers": len(workers),
+        at_fork = next((x["distance_at_fork"] for x in lines if "distance_at_fork" in x), None)
+        row = {"pipeline": name, "distance_at_first_iter": dist,
+               "distance_at_first_fork": at_fork, "workers": len(workers),
                "workers_with_a_full_collection": sum(1 for v in fulls.values() if v),
                "first_full_at_ms": sorted(v[0] for v in fulls.values() if v)}
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print("\n| pipeline | distance at the first iter() | workers that ran a full collection "
-          "| when (ms into the worker) |\n| --- | --- | --- | --- |")
+    print("\n| pipeline | distance at the first iter() | at the first worker's fork "
+          "| workers that ran a full collection | when (ms into the worker) |"
+          "\n| --- | --- | --- | --- | --- |")
     for r in rows:
         print(f"| {r['pipeline']} | {r['distance_at_first_iter']} | "
+              f"{r['distance_at_first_fork']} | "
               f"{r['workers_with_a_full_collection']} of {r['workers']} | "
               f"{', '.join(str(x) for x in r['first_full_at_ms']) or '-'} |")
 

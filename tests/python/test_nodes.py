@@ -115,6 +115,17 @@ def double(x):
     return 2 * x
 
 
+def double_logged(x):
+    # Every call's process and item, appended to a file (the process workers' and any other's).
+    import os
+    fd = os.open(os.environ["NODES_MAP_LOG"], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b"%d %d\n" % (os.getpid(), x))
+    finally:
+        os.close(fd)
+    return 2 * x
+
+
 def main(cfg):
     if cfg["case"] == "changed":  # torchdata's ParallelMapper iterator takes other parameters
         from torchdata.nodes import map as nmap
@@ -158,6 +169,14 @@ def main(cfg):
                            multiprocessing_context="spawn")
         lotus_nodes.name_node(p, "Double")
         assert list(Loader(p)) == [2 * i for i in range(N)]
+        out = {}
+    elif cfg["case"] == "probe":  # LOTUS_FORK_PROBE=1: spawned process workers, two epochs
+        p = ParallelMapper(Source(N), double_logged, num_workers=2, method="process",
+                           multiprocessing_context="spawn")
+        lotus_nodes.name_node(p, "Double")
+        loader = Loader(Batcher(p, batch_size=cfg["batch"], drop_last=False))
+        for _ in range(2):
+            assert [x for batch in loader for x in batch] == [2 * i for i in range(N)]
         out = {}
     elif cfg["case"] == "idle":  # more process workers than items: most never get one
         p = ParallelMapper(Source(N), double, num_workers=cfg["workers"], method="process")
@@ -208,13 +227,13 @@ if __name__ == "__main__":  # (spawned workers import this file as __mp_main__)
 '''
 
 
-def scenario(tmp_path, timeout=600, **cfg):
+def scenario(tmp_path, timeout=600, env=None, **cfg):
     trace = tmp_path / "trace"
     trace.mkdir()
     script = tmp_path / "nodes_scenario.py"
     script.write_text(SCENARIO)
     cfg["trace"] = str(trace / "nodes")
-    r = run_python([str(script), json.dumps(cfg)], timeout=timeout)
+    r = run_python([str(script), json.dumps(cfg)], timeout=timeout, env=env)
     return json.loads(r.stdout.strip().splitlines()[-1]), read_trace(trace), trace
 
 
@@ -436,7 +455,7 @@ def check_nodes_whatif(trace):
     """whatif models the ParallelMapper's processes (WHATIF.md, "A torchdata.nodes
     ParallelMapper"): its 2 workers are the measured ones; the epoch with another method is the
     start-up model's first batch plus the rest of the measured epoch, or no claim says why; fork
-    from a spawn run is not predicted (its probe forks a DataLoader's worker, not these)."""
+    from a spawn run without LOTUS_FORK_PROBE is not predicted, and the reason names the probe."""
     j = whatif_json(trace, "-w", "2", "--start-method", "forkserver")
     assert j["measured"]["workers"] == 2, j["measured"]
     su, measured = j["startup"], j["measured"]
@@ -448,6 +467,53 @@ def check_nodes_whatif(trace):
         assert j["no_claim_why"], j
     j = whatif_json(trace, "-w", "2", "--start-method", "fork")
     assert not j["claim"] and "ParallelMapper's workers by spawn" in j["no_claim_why"], j
+    assert "LOTUS_FORK_PROBE=1" in j["no_claim_why"], j
+
+
+def test_the_fork_probe_forks_a_process_mapper_worker_at_the_epochs_end(tmp_path):
+    """LOTUS_FORK_PROBE=1 with a ParallelMapper of spawned processes, two epochs: once, at the
+    first epoch's end, a fork of the pipeline's process maps the epoch's first item (and at most
+    its second, the collector's next use) as a forked worker would, and its figures are the
+    sidecar's `startup_forkprobe <seq> later ok` line for that epoch's start; the child records
+    nothing and the program's items are mapped exactly once each, by its own workers; whatif
+    predicts fork's start from it (the later probe standing for the first)."""
+    items, batch = 12, 4
+    log = tmp_path / "mapped.log"
+    info, files, trace = scenario(tmp_path, case="probe", items=items, batch=batch,
+                                  env={"LOTUS_FORK_PROBE": "1", "NODES_MAP_LOG": str(log)})
+    calls = {}
+    for line in log.read_text().splitlines():
+        pid, x = map(int, line.split())
+        calls.setdefault(pid, []).append(x)
+    mapped = {int(f.rsplit("_", 1)[1]) for f, o in ops_by_file(files).items() if "SDouble" in o}
+    workers = {pid: xs for pid, xs in calls.items() if pid in mapped}
+    others = {pid: xs for pid, xs in calls.items() if pid not in mapped}
+    # Two epochs of spawned workers: every item twice, by the program's workers only.
+    assert sorted(x for xs in workers.values() for x in xs) == sorted(2 * list(range(items)))
+    assert 1 <= len(workers) <= 4, calls  # (a worker may get no item: mapping is instant)
+    # The probe: one forked child (not the main process), the first item (and the second).
+    assert len(others) == 1 and info["pid"] not in others, calls
+    (probed,) = others.values()
+    assert probed[0] == 0 and set(probed) <= {0, 1}, probed
+    assert not [f for f in files if f.endswith(f"_pid_{next(iter(others))}")], files
+    probes = []
+    for p in trace.glob(".nodes.lotus-meta_*"):
+        probes += [line.split() for line in p.read_text().splitlines()
+                   if line.startswith("startup_forkprobe ")]
+    assert len(probes) == 1, probes
+    (probe,) = probes
+    assert probe[2:4] == ["later", "ok"], probe
+    fork_ns, first_batch_ns = int(probe[4]), int(probe[9])
+    assert fork_ns > 0 and first_batch_ns > 0, probe
+    if TOOL is not None:
+        su = startup_of(trace)
+        first_seq = min(it["seq"] for it in su["iterators"])
+        assert int(probe[1]) == first_seq, (probe, su["iterators"])
+        j = whatif_json(trace, "-w", "2", "--start-method", "fork")
+        s = j["startup"]
+        assert s["measured_start_method"] == "spawn" and s["start_method"] == "fork", s
+        assert s["predicted_ttfb_ms"] is not None and s["predicted_ttfb_ms"] > 0, s
+        assert "at the end of its first epoch" in s["basis"], s
 
 
 def test_process_workers_that_get_no_item_still_write_their_start(tmp_path):

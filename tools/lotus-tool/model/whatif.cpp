@@ -686,10 +686,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.ttfb_known = p.known;
     r.ttfb_why = p.why_unknown;
     if (nodes && !p.known && r.start_method == "fork" && c.method != "fork") {
-      // (LOTUS_FORK_PROBE's probe forks a DataLoader's worker; a ParallelMapper's is not probed.)
+      // (LOTUS_FORK_PROBE's probe of a ParallelMapper runs at its first epoch's end: a run of
+      // one epoch left early has none.)
       r.ttfb_why = "this run started its ParallelMapper's workers by " + c.method +
                    ": a fork's own cost, the pages the forked workers copy from this process "
-                   "and the imports they inherit were not measured (trace one epoch with fork)";
+                   "and the imports they inherit were not measured (trace one epoch with fork, "
+                   "or this run to its first epoch's end with LOTUS_FORK_PROBE=1)";
     }
     // The model stands behind another setting's start only where it replays this run's own
     // (the report's start-up advice asks the same).

@@ -18,7 +18,12 @@ program's own code (else it is not known). `distance()` measures it in a fork of
 which allocates (and keeps) empty lists until the collector starts a full collection. A mark
 costs a fork of the process (20 ms for a process with torch imported) and the count; a block
 that begins where the last one ended (`import lotus.torch` right after `import lotus`) reuses
-the last figure. The fork probe's own child measures the distance at its fork (fork_edge).
+the last figure. The fork probe's work (what it reads of the loader, its child's report, its
+figures) and lotus's own part of the probed iterator's start (its record, its gate) are a block of
+their own, ended just before torch's iterator runs: without it, on bench/zoo's pipelines 600-1000
+allocations of lotus's own were the program's, the untraced distance at the first worker's fork
+that many short of the one its untraced run measured (bench/zoo/fork_gc.py). That fork, where the
+program's code (torch's iterator) ran since the block, is an edge of no length (fork_edge).
 """
 
 import gc
@@ -215,16 +220,17 @@ def begin():
         _carry(_count(distance()))
 
 
-def end():
-    """lotus's own work ends: the program's code runs from here."""
+def end(mark=True):
+    """lotus's own work ends: the program's code runs from here. mark=False: no distance taken
+    (nothing will be carried from here: the untraced distance is not known after it)."""
     st = _state
     if not st["on"] or st["depth"] == 0:
         return
     st["depth"] -= 1
     if st["depth"] == 0:
-        n = _count(distance())
+        n = _count(distance()) if mark else None
         st["last"] = (n, _full[0]) if n is not None else None
-        st["quiet"] = _look()
+        st["quiet"] = _look() if n is not None else None
 
 
 def full_count():
@@ -249,7 +255,7 @@ def wanted_here():
     """Marks are taken in this process (LOTUS_FORK_PROBE=1, its main process) and lotus's first
     block was marked: a fork probe's child measures its own distance for fork_edge."""
     st = _state
-    return bool(st["on"]) and st["started"] and st["depth"] == 0
+    return bool(st["on"]) and st["started"]
 
 
 def fork_edge(d, full):
@@ -259,6 +265,11 @@ def fork_edge(d, full):
     st = _state
     if not wanted_here():
         return None
+    if st["depth"] > 0:
+        # A fork inside lotus's own block (the fork probe's, its work around the fork a block of
+        # its own: begin() carried the program's use up to it): what the process allocated since
+        # is lotus's, and the untraced distance the block's.
+        return untraced()
     if d is None or full != _full[0]:  # (one ran while the probe's child worked: not known)
         st["virtual"] = None
         st["last"] = None

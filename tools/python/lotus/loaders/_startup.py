@@ -44,7 +44,7 @@ import threading as _threading
 from time import sleep as _sleep, time_ns as _time_ns
 
 from .. import _lotus
-from . import _patch, _sites
+from . import _fork, _patch, _sites
 
 GROUP_RECORDS = {"startup": "worker start-up lines (the sidecar's startup records)"}
 
@@ -57,7 +57,8 @@ class Iterator:
     start-up gate (the wait triggers' exemption) and its own resume offset (for its workers)."""
 
     __slots__ = ("seq", "begin", "workers", "current", "method", "first", "expected", "init_end",
-                 "offset", "gate", "record", "outer", "server", "loader", "site", "probe")
+                 "offset", "gate", "record", "outer", "server", "loader", "site", "probe",
+                 "own_ns")
 
     def __init__(self, seq, begin, expected, offset=0, record=True):
         self.seq = seq
@@ -78,6 +79,7 @@ class Iterator:
         # Its first fork probe's (status, figures, distances), noted at its first worker's start
         # (the collector's distance there: fork_probe_note); None: noted already, or none.
         self.probe = None
+        self.own_ns = 0  # lotus's own time inside its start before that (fork_probe_block_end)
 
 
 _seq = _itertools.count()  # next() of a count is atomic under the GIL
@@ -557,26 +559,66 @@ def _claim(when):
     return True
 
 
+def own_block(fn, *args):
+    """fn(*args) as a block of lotus's own work (LOTUS_FORK_PROBE: lotus._gcmark's marks at its
+    edges): what it allocates is not the program's use of the collector's distance."""
+    from .. import _gcmark
+    _gcmark.begin()
+    try:
+        return fn(*args)
+    finally:
+        _gcmark.end()
+
+
 def fork_probe_first(loader, workers):
     """Before the process's first iterator that will start workers by spawn or forkserver (its
     start not yet recorded): a fork of this process as a fork run's first epoch finds it (no
     training step run yet), measured; returned for fork_probe_note once the iterator has its
-    number, or None. Never raises."""
+    number, or None. Where it returns a probe, a block of lotus's own work (lotus._gcmark) is
+    open: the caller ends it with fork_probe_block_end just before torch's iterator runs. Never
+    raises."""
     try:
         if workers <= 0 or _probe_done["first"] or not fork_probe_wanted():
             return None  # (cheap checks first: this runs at every iter())
-        from . import _fork
         if _fork.loader_method(loader) not in ("spawn", "forkserver") \
                 or not _claim("first"):
             return None
-        from torch.utils.data import IterableDataset
-        iterable = isinstance(loader.dataset, IterableDataset)
-        auto = loader.batch_sampler is not None
-        sent, first = _probe_members(loader.dataset, loader.collate_fn, loader.worker_init_fn,
-                                     iterable, auto, bool(loader.drop_last), loader.batch_size)
-        return _run_probe(sent, first, workers)
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         return None
+    from .. import _gcmark
+    _gcmark.begin()
+    try:
+        probe = _probe_first(loader, workers)
+    except Exception:  # noqa: BLE001
+        probe = None
+    if probe is None:
+        _gcmark.end()
+    return probe
+
+
+def fork_probe_block_end(it):
+    """The block fork_probe_first opened ends, just before torch's iterator runs (lotus's own part
+    of the iterator's start, its record and its gate, inside it). Its mark is lotus's own time in
+    the start: added to the probe line's own_ns where that line waits for the first worker's
+    start; where it does not (no untraced distance to carry), no mark is taken. Never raises."""
+    try:
+        from .. import _gcmark
+        waits = it is not None and it.probe is not None
+        t0 = _time_ns()
+        _gcmark.end(mark=waits)
+        if waits:
+            it.own_ns += _time_ns() - t0
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _probe_first(loader, workers):
+    from torch.utils.data import IterableDataset
+    iterable = isinstance(loader.dataset, IterableDataset)
+    auto = loader.batch_sampler is not None
+    sent, first = _probe_members(loader.dataset, loader.collate_fn, loader.worker_init_fn,
+                                 iterable, auto, bool(loader.drop_last), loader.batch_size)
+    return _run_probe(sent, first, workers)
 
 
 def _probe_at_start(it):
@@ -596,7 +638,7 @@ def _probe_at_start(it):
         pass
     # lotus's own time inside the iterator's __init__ (a fork of this process and the count):
     # lotus-tool takes it out of the start it models.
-    fork_probe_note(it, probe, now=True, own_ns=_time_ns() - t0)
+    fork_probe_note(it, probe, now=True, own_ns=_time_ns() - t0 + it.own_ns)
 
 
 def fork_probe_note(it, probe, when="first", now=False, own_ns=0):
@@ -629,12 +671,16 @@ def fork_probe(loader_iter):
         if it is None or not it.record or not it.workers \
                 or it.method not in ("spawn", "forkserver") or not _claim("later"):
             return
-        from torch.utils.data.dataloader import _DatasetKind
-        sent, first = _probe_members(
-            loader_iter._dataset, loader_iter._collate_fn, loader_iter._worker_init_fn,
-            loader_iter._dataset_kind == _DatasetKind.Iterable,
-            bool(loader_iter._auto_collation), bool(loader_iter._drop_last),
-            getattr(loader_iter._index_sampler, "batch_size", 0))
-        fork_probe_note(it, _run_probe(sent, first, len(it.workers)), "later")
+        own_block(_probe_later, loader_iter, it)
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass
+
+
+def _probe_later(loader_iter, it):
+    from torch.utils.data.dataloader import _DatasetKind
+    sent, first = _probe_members(
+        loader_iter._dataset, loader_iter._collate_fn, loader_iter._worker_init_fn,
+        loader_iter._dataset_kind == _DatasetKind.Iterable,
+        bool(loader_iter._auto_collation), bool(loader_iter._drop_last),
+        getattr(loader_iter._index_sampler, "batch_size", 0))
+    fork_probe_note(it, _run_probe(sent, first, len(it.workers)), "later")

@@ -283,16 +283,21 @@ def _iter_init(cls, resume_offset):
         # start, outside the start's own record (its first epoch as a fork run would find it).
         workers = int(getattr(loader, "num_workers", 0) or 0)
         probe = _startup.fork_probe_first(loader, workers) if gated else None
-        it = _startup.begin(workers, offset, gate=gated, record=gated, loader=loader)
-        _startup.fork_probe_note(it, probe)
-        self._lotus_startup = it if gated else None
-        # The waits of its first epoch: start-up while some of its workers has not begun its
-        # first item (the gate); none in a later epoch of persistent workers (try_put_index).
-        self._lotus_gate = _startup.wait_gate(it)
-        if gated:
-            # The start itself is a wait for the first batch, in progress (start-up while the
-            # workers start: past it, the wait triggers capture it).
-            _wait_begin(offset, *self._lotus_gate)
+        it = None
+        try:
+            it = _startup.begin(workers, offset, gate=gated, record=gated, loader=loader)
+            _startup.fork_probe_note(it, probe)
+            self._lotus_startup = it if gated else None
+            # The waits of its first epoch: start-up while some of its workers has not begun its
+            # first item (the gate); none in a later epoch of persistent workers (try_put_index).
+            self._lotus_gate = _startup.wait_gate(it)
+            if gated:
+                # The start itself is a wait for the first batch, in progress (start-up while the
+                # workers start: past it, the wait triggers capture it).
+                _wait_begin(offset, *self._lotus_gate)
+        finally:
+            if probe is not None:  # (its block of lotus's own work ends: torch's code runs next)
+                _startup.fork_probe_block_end(it)
         try:
             _original(cls + ".__init__")(self, loader, *args, **kwargs)
         finally:

@@ -304,14 +304,20 @@ def _pull(self, t):
     frames = t.frames
     frames.append(0)  # (also untraced: the nodes it pulls are not the loop's pulls)
     _looping[0] += 1
+    ended = False
     try:
         out = _step(self, frames, _now())
+    except StopIteration:
+        ended = True
+        raise
     finally:
         _looping[0] -= 1
         end = _now() if start else 0
         del frames[:]
         if start:
             _wait_done()
+            if ended and _probe_pending[0] is not None:  # the epoch's end (LOTUS_FORK_PROBE)
+                _fork_probe()
     if start:
         self._lotus_k = k + 1
         _batch(_PREPROCESSED, k, start, end)
@@ -387,7 +393,13 @@ def _stm_init(self, *args, **kwargs):
 
 
 def _populate_queue(*args, **kwargs):
-    # ParallelMapper's reading thread (map._populate_queue).
+    # ParallelMapper's reading thread (map._populate_queue): with LOTUS_FORK_PROBE, its input
+    # queue seen through _Inputs until the process's fork probe has run.
+    if not _startup._probe_done["later"] and _startup.fork_probe_wanted():
+        if "q" in kwargs:
+            kwargs["q"] = _inputs_of(kwargs["q"])
+        elif len(args) >= 2:
+            args = args[:1] + (_inputs_of(args[1]),) + args[2:]
     return _StageThread(_original("map._populate_queue"), None)(*args, **kwargs)
 
 
@@ -452,13 +464,23 @@ def _pmi_init(self, *args, **kwargs):
     workers = kwargs.get("num_workers", args[2] if len(args) >= 3 else 0)
     method = kwargs.get("method", args[4] if len(args) >= 5 else None)
     if method != "process" or not isinstance(workers, int) or workers <= 0:
-        return _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+        try:
+            return _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
+        finally:
+            if _inputs:
+                _inputs.pop(id(getattr(self, "_in_q", None)), None)
     it = _startup.begin(workers)
     try:
         _original("_ParallelMapperIter.__init__")(self, *args, **kwargs)
     finally:
         _startup.end(it, workers, False)
+        # LOTUS_FORK_PROBE: the items its reading thread hands its workers (the thread has
+        # begun: __init__ waited for its first snapshot), for a fork probe at the epoch's end.
+        inputs = _inputs.pop(id(getattr(self, "_in_q", None)), None) if _inputs else None
     self._lotus_startup = it
+    if inputs is not None and it.record and it.method in ("spawn", "forkserver"):
+        fn = getattr(self, "map_fn", None)
+        _probe_pending[0] = (it, inputs, fn.fn if isinstance(fn, _TimedMap) else fn, workers)
 
 
 def _pmi_next(self):
@@ -494,6 +516,85 @@ def _apply_udf(worker_id, in_q, out_q, udf, stop_event, *args, **kwargs):
     finally:
         if process:
             _lotus.flush()  # a process worker leaves without exit handlers
+
+
+# ---- the fork probe (LOTUS_FORK_PROBE=1): a ParallelMapper's process worker ------------------------
+
+class _Inputs:
+    """A ParallelMapper's input queue as its reading thread puts into it, with LOTUS_FORK_PROBE:
+    the first two items (a worker's first item and a next one) kept for the fork probe."""
+
+    __slots__ = ("q", "items")
+
+    def __init__(self, q):
+        self.q = q
+        self.items = []
+
+    def put(self, obj, *args, **kwargs):
+        items = self.items
+        if len(items) < 2 and type(obj) is tuple and len(obj) == 2:
+            x = obj[0]
+            if not isinstance(x, StopIteration) and \
+                    type(x).__name__ not in ("ExceptionWrapper", "StartupExceptionWrapper"):
+                items.append(x)
+        return self.q.put(obj, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.q, name)
+
+
+def _inputs_of(q):
+    """The reading thread's queue wrapped, and the wrapper found again by the ParallelMapper's
+    iterator through its own queue (_pmi_init, which takes it off _inputs whatever happens)."""
+    inputs = _inputs[id(q)] = _Inputs(q)
+    return inputs
+
+
+class _Items:
+    """The items a ParallelMapper's worker maps, as a map-style dataset: what the fork probe's
+    child fetches (item i mapped by the map function) as a DataLoader worker's batch."""
+
+    __slots__ = ("fn", "items")
+
+    def __init__(self, fn, items):
+        self.fn = fn
+        self.items = items
+
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.fn(self.items[i])
+
+
+def _as_is(x):
+    return x
+
+
+def _fork_probe():
+    """At the training loop's end of an epoch of a pipeline whose ParallelMapper started its
+    process workers by spawn or forkserver (LOTUS_FORK_PROBE=1, once per process): a fork of
+    this process measured as a forked ParallelMapper worker would start (_startup._run_probe:
+    the fork, the child's setup, its first item mapped by the map function and pickled for the
+    result queue, then one full collection), written as a `startup_forkprobe ... later` line.
+    The items: the first the reading thread put on the workers' queue this epoch (the program's
+    own; none drawn from its sampler). No `first` probe: no item is known before the workers
+    start. Never raises."""
+    pending, _probe_pending[0] = _probe_pending[0], None
+    try:
+        it, inputs, fn, workers = pending
+        items = list(inputs.items)
+        if fn is None or not items or not it.workers or not _startup._claim("later"):
+            return
+        sent = (_Items(fn, items), _as_is, None, False, False, False)
+        _startup.own_block(lambda: _startup.fork_probe_note(
+            it, _startup._run_probe(sent, 0, workers), "later"))
+    except Exception:  # noqa: BLE001 - the probe never breaks the training loop
+        pass
+
+
+_inputs = {}  # id of a ParallelMapper's input queue -> its _Inputs, until its iterator's __init__
+_probe_pending = [None]  # (iterator's start, _Inputs, map function, workers) awaiting the probe
 
 
 class _ApplyUdf:
