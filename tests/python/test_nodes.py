@@ -512,8 +512,13 @@ def test_the_fork_probe_forks_a_process_mapper_worker_at_the_epochs_end(tmp_path
         j = whatif_json(trace, "-w", "2", "--start-method", "fork")
         s = j["startup"]
         assert s["measured_start_method"] == "spawn" and s["start_method"] == "fork", s
-        assert s["predicted_ttfb_ms"] is not None and s["predicted_ttfb_ms"] > 0, s
-        assert "at the end of its first epoch" in s["basis"], s
+        if s["predicted_ttfb_ms"] is None:
+            # (Under load the model may not replay this run's own start within 25 %: then it
+            # predicts no other, and says so; never that the fork was not measured.)
+            assert "replays" in s["note"] and "LOTUS_FORK_PROBE" not in s["note"], s
+        else:
+            assert s["predicted_ttfb_ms"] > 0, s
+            assert "at the end of its first epoch" in s["basis"], s
 
 
 def test_process_workers_that_get_no_item_still_write_their_start(tmp_path):
