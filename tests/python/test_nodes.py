@@ -519,6 +519,28 @@ def test_the_fork_probe_forks_a_process_mapper_worker_at_the_epochs_end(tmp_path
         else:
             assert s["predicted_ttfb_ms"] > 0, s
             assert "at the end of its first epoch" in s["basis"], s
+            # The probe maps one item: the first batch after it is not measured for fork (or,
+            # first, whether a forked worker's first batch runs a full collection is not known).
+            why = j.get("ttfb_no_claim_why", "")
+            assert j["ttfb_claim"] is False and ("Batcher" in why or "garbage" in why), j
+        # The times to first batch are the loop's: iter() (the start's begin) to the end of the
+        # loop's first wait, the ParallelMapper's first item on the way (the sidecar's lines).
+        lines = {}
+        for p in trace.glob(".nodes.lotus-meta_*"):
+            for line in p.read_text().splitlines():
+                k, _, rest = line.partition(" ")
+                lines.setdefault(k, []).append(rest.split())
+        begin = {int(f[0]): int(f[4]) for f in lines["startup"]}
+        first = {int(f[0]): int(f[2]) for f in lines["startup_first"]}
+        waits = [(ts, ts + d) for n, ts, d in files[f"nodes_main_pid_{info['tid']}"]
+                 if n.startswith("SBatchWait_")]
+        ttfb, fill = [], []
+        for seq, t in first.items():
+            end = min(e for _, e in waits if e >= t)
+            ttfb.append((end - begin[seq]) / 1e6)
+            fill.append((end - t) / 1e6)
+        assert s["measured_ttfb_ms"] == pytest.approx(sum(ttfb) / len(ttfb), abs=0.01), (s, ttfb)
+        assert s["first_item_to_batch_ms"] == pytest.approx(sum(fill) / len(fill), abs=0.01), s
 
 
 def test_process_workers_that_get_no_item_still_write_their_start(tmp_path):

@@ -65,6 +65,29 @@ namespace {
 
 // One main file's batch records cut into epochs (trace/epochs.hpp), with the consumer's steps
 // and the batches queued before the first wait (the prefetch factor's estimate).
+// run_digest::first_item_to_batch_ms: for each iterator with a first item, the earliest end of a
+// main-process wait (SBatchWait) at or after it.
+double first_item_to_batch_ms(const startup_analysis& sa,
+                              const std::map<std::size_t, std::vector<main_rec>>& mains) {
+  double sum = 0;
+  unsigned n = 0;
+  for (const startup_iteration& it : sa.iterations) {
+    if (it.first_ns == 0) continue;
+    std::uint64_t best = 0;
+    for (const auto& kv : mains) {
+      for (const main_rec& m : kv.second) {
+        if (m.kind != k_main_wait) continue;
+        const auto end = m.ts + static_cast<std::uint64_t>(std::max(0.0f, m.dur_ms) * 1e6);
+        if (end >= it.first_ns && (best == 0 || end < best)) best = end;
+      }
+    }
+    if (best == 0) continue;
+    sum += static_cast<double>(best - it.first_ns) / 1e6;
+    ++n;
+  }
+  return n > 0 ? sum / n : 0.0;
+}
+
 void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
   std::vector<unsigned> queued_first = cut_main_epochs(recs, out.epochs, &out.step_ms);
   if (!queued_first.empty() && out.workers > 0) {
@@ -505,7 +528,11 @@ run_digest digest_builder::finish(stats_result stats, const input& in, const dig
   d.stats.preprocessed = {};  // now in batch_ms (waits and delays were not kept)
   sample_ops(d, opt, range_lo, range_hi);
   add_startup_recs(dir, mains_, in.filter.active());
-  d.startup = analyze_startup(dir).costs;
+  {
+    const startup_analysis sa = analyze_startup(dir);
+    d.startup = sa.costs;
+    d.first_item_to_batch_ms = first_item_to_batch_ms(sa, mains_);
+  }
   // The started workers' own op time: each process's largest op sum (its outermost op, which
   // holds the ones nested in it), summed over the processes the start-up lines name.
   for (const auto& ops : started_op_ms_) {

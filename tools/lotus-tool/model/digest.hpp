@@ -111,6 +111,11 @@ struct run_digest {
   /// process's largest summed op (its outermost: a torchdata.nodes ParallelMapper's map
   /// function), summed. 0: none recorded.
   double started_workers_op_ms = 0;
+  /// From each started iterator's first item (its `startup_first`) to the end of the main
+  /// process's first wait for a batch that ends after it, mean over the iterators (ms; 0: none).
+  /// A DataLoader's first item is its first batch (about 0); a torchdata.nodes ParallelMapper's
+  /// is one item, and the loop's first batch comes when the Batcher has its batch.
+  double first_item_to_batch_ms = 0;
   /// Every epoch after the first was prepared by worker files none of which prepared the epoch
   /// before (PyTorch's persistent_workers=False: workers started afresh each epoch).
   bool workers_restarted = false;

@@ -198,6 +198,9 @@ struct whatif_result {
   double measured_first_ttfb_ms = 0, measured_later_ttfb_ms = 0, predicted_first_ttfb_ms = 0,
          predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;
+  /// A torchdata.nodes ParallelMapper: the measured time from its first item to the loop's
+  /// first batch, added to every time to first batch above (0: not such a run).
+  double first_item_to_batch_ms = 0;
   std::string ttfb_why, ttfb_basis;
   /// fork predicted from the probes: a worker whose first batch runs a full garbage collection
   /// of the heap it inherited takes gc_full_ms more and copies gc_copy_bytes (0: not measured).
