@@ -1077,8 +1077,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
                       &r.replay_ttfb_ms})
       if (*v > 0) *v += fill;
     if (r.ttfb_known)
-      for (double* v : {&r.predicted_ttfb_ms, &r.predicted_first_ttfb_ms,
-                        &r.predicted_later_ttfb_ms})
+      for (double* v :
+           {&r.predicted_ttfb_ms, &r.predicted_first_ttfb_ms, &r.predicted_later_ttfb_ms})
         *v += fill;
     if (fork_from_probe && r.ttfb_no_claim_why.empty()) {
       // The fork probe maps one item; the batch after it is the spawn run's, whose workers'
