@@ -63,31 +63,30 @@ double run_digest::host_step_mean_ms() const { return mean_of(step_ms); }
 
 namespace {
 
-// One main file's batch records cut into epochs (trace/epochs.hpp), with the consumer's steps
-// and the batches queued before the first wait (the prefetch factor's estimate).
 // run_digest::first_item_to_batch_ms: for each iterator with a first item, the earliest end of a
-// main-process wait (SBatchWait) at or after it.
+// main-process wait (SBatchWait) at or after it (the waits' ends sorted once).
 double first_item_to_batch_ms(const startup_analysis& sa,
                               const std::map<std::size_t, std::vector<main_rec>>& mains) {
+  std::vector<std::uint64_t> ends;
+  for (const auto& kv : mains)
+    for (const main_rec& m : kv.second)
+      if (m.kind == k_main_wait)
+        ends.push_back(m.ts + static_cast<std::uint64_t>(std::max(0.0f, m.dur_ms) * 1e6));
+  std::sort(ends.begin(), ends.end());
   double sum = 0;
   unsigned n = 0;
   for (const startup_iteration& it : sa.iterations) {
     if (it.first_ns == 0) continue;
-    std::uint64_t best = 0;
-    for (const auto& kv : mains) {
-      for (const main_rec& m : kv.second) {
-        if (m.kind != k_main_wait) continue;
-        const auto end = m.ts + static_cast<std::uint64_t>(std::max(0.0f, m.dur_ms) * 1e6);
-        if (end >= it.first_ns && (best == 0 || end < best)) best = end;
-      }
-    }
-    if (best == 0) continue;
-    sum += static_cast<double>(best - it.first_ns) / 1e6;
+    const auto e = std::lower_bound(ends.begin(), ends.end(), it.first_ns);
+    if (e == ends.end()) continue;
+    sum += static_cast<double>(*e - it.first_ns) / 1e6;
     ++n;
   }
   return n > 0 ? sum / n : 0.0;
 }
 
+// One main file's batch records cut into epochs (trace/epochs.hpp), with the consumer's steps
+// and the batches queued before the first wait (the prefetch factor's estimate).
 void digest_main_file(std::vector<main_rec>& recs, run_digest& out) {
   std::vector<unsigned> queued_first = cut_main_epochs(recs, out.epochs, &out.step_ms);
   if (!queued_first.empty() && out.workers > 0) {

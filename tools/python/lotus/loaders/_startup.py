@@ -559,13 +559,16 @@ def _claim(when):
     return True
 
 
-def own_block(fn, *args):
-    """fn(*args) as a block of lotus's own work (LOTUS_FORK_PROBE: lotus._gcmark's marks at its
-    edges): what it allocates is not the program's use of the collector's distance."""
+def probe_later(it, members, workers):
+    """The `later` fork probe of iterator `it` (a DataLoader's or a ParallelMapper's), its line
+    noted: members() gives the probe's (sent, first index). All of it a block of lotus's own work
+    (LOTUS_FORK_PROBE: lotus._gcmark's marks at its edges): what it allocates is not the
+    program's use of the collector's distance."""
     from .. import _gcmark
     _gcmark.begin()
     try:
-        return fn(*args)
+        sent, first = members()
+        fork_probe_note(it, _run_probe(sent, first, workers), "later")
     finally:
         _gcmark.end()
 
@@ -671,16 +674,15 @@ def fork_probe(loader_iter):
         if it is None or not it.record or not it.workers \
                 or it.method not in ("spawn", "forkserver") or not _claim("later"):
             return
-        own_block(_probe_later, loader_iter, it)
+        probe_later(it, lambda: _iterator_members(loader_iter), len(it.workers))
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass
 
 
-def _probe_later(loader_iter, it):
+def _iterator_members(loader_iter):
     from torch.utils.data.dataloader import _DatasetKind
-    sent, first = _probe_members(
+    return _probe_members(
         loader_iter._dataset, loader_iter._collate_fn, loader_iter._worker_init_fn,
         loader_iter._dataset_kind == _DatasetKind.Iterable,
         bool(loader_iter._auto_collation), bool(loader_iter._drop_last),
         getattr(loader_iter._index_sampler, "batch_size", 0))
-    fork_probe_note(it, _run_probe(sent, first, len(it.workers)), "later")

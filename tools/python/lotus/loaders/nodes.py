@@ -546,7 +546,7 @@ class _Inputs:
 def _inputs_of(q):
     """The reading thread's queue wrapped, and the wrapper found again by the ParallelMapper's
     iterator through its own queue (_pmi_init, which takes it off _inputs whatever happens)."""
-    inputs = _inputs[id(q)] = _Inputs(q)
+    _inputs[id(q)] = inputs = _Inputs(q)
     return inputs
 
 
@@ -586,9 +586,8 @@ def _fork_probe():
         items = list(inputs.items)
         if fn is None or not items or not it.workers or not _startup._claim("later"):
             return
-        sent = (_Items(fn, items), _as_is, None, False, False, False)
-        _startup.own_block(lambda: _startup.fork_probe_note(
-            it, _startup._run_probe(sent, 0, workers), "later"))
+        _startup.probe_later(
+            it, lambda: ((_Items(fn, items), _as_is, None, False, False, False), 0), workers)
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass
 
