@@ -8,6 +8,7 @@ to the first on_train_batch_start, the wait from each step's end
 (on_train_batch_end) to the next batch's start (Lightning's fetch, and its own few steps).
 Data: 4096 rows of 16x16x3 uint8 images and labels as .npy (about 3 MB)."""
 
+import gc
 import os
 import time
 
@@ -37,9 +38,10 @@ class ArrayDataset(torch.utils.data.Dataset):
 
 
 class ZooData(L.LightningDataModule):
-    def __init__(self, root, workers, batch_size=64, **loader_kwargs):
+    def __init__(self, root, workers, batch_size=64, gc_freeze=False, **loader_kwargs):
         super().__init__()
         self.root, self.workers, self.batch_size = root, workers, batch_size
+        self.gc_freeze = gc_freeze
         self.loader_kwargs = loader_kwargs
 
     def prepare_data(self):
@@ -53,6 +55,8 @@ class ZooData(L.LightningDataModule):
         self.train = ArrayDataset(self.root)
 
     def train_dataloader(self):
+        if self.gc_freeze:  # --gc-freeze: just before epoch 0's iter() (Timer: the later ones)
+            gc.freeze()
         self.made_at = time.perf_counter()  # Lightning calls iter() on it right after (epoch 0)
         return torch.utils.data.DataLoader(self.train, batch_size=self.batch_size, shuffle=True,
                                            num_workers=self.workers, **self.loader_kwargs)
@@ -74,12 +78,14 @@ class TinyNet(L.LightningModule):
 
 
 class Timer(L.Callback):
-    def __init__(self, digest):
-        self.epochs, self.digest = [], digest
+    def __init__(self, digest, gc_freeze=False):
+        self.epochs, self.digest, self.gc_freeze = [], digest, gc_freeze
 
     def on_train_epoch_start(self, trainer, module):
         # Epoch 0: Lightning made the iterator (and fetched its first batch) in setup_data, right
         # after train_dataloader(); later epochs: in the epoch loop, after this hook.
+        if self.gc_freeze and trainer.current_epoch > 0:  # (before this epoch's iter())
+            gc.freeze()
         now = time.perf_counter()
         made = getattr(trainer.datamodule, "made_at", None)
         self.t0 = made if trainer.current_epoch == 0 and made else now
@@ -113,12 +119,14 @@ def main():
     data = zc.Data(args, f"lightning_dm-{ROWS}", lambda r: ZooData(r, 0).prepare_data())
     with data as root:
         L.seed_everything(args.seed, verbose=False)
-        timer = Timer(zc.Digest())
+        timer = Timer(zc.Digest(), args.gc_freeze)
         trainer = L.Trainer(max_epochs=args.epochs, accelerator="cpu", devices=1,
                             limit_train_batches=24, logger=False, enable_checkpointing=False,
                             enable_progress_bar=False, enable_model_summary=False,
                             num_sanity_val_steps=0, callbacks=[timer])
-        trainer.fit(TinyNet(), datamodule=ZooData(root, args.workers, **zc.loader_kwargs(args)))
+        trainer.fit(TinyNet(), datamodule=ZooData(root, args.workers, gc_freeze=args.gc_freeze,
+                                                  **zc.loader_kwargs(args)))
+        args.gc_frozen = args.gc_freeze
         zc.emit("lightning_dm", args, timer.epochs, timer.digest.hexdigest(), data,
                 ("lightning", "numpy"))
 

@@ -98,6 +98,8 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
         args += ["--prefetch-factor", str(pf)]
     if unordered:
         args.append("--unordered")
+    if "gcfreeze" in setting.split(":")[2:]:  # an act's advice: gc.freeze() before iter()
+        args.append("--gc-freeze")
     if trace:
         args += ["--trace", str(trace)]
     args += list(extra)
@@ -165,6 +167,31 @@ def find_class(rep):
     return None, None
 
 
+def act_claim(f, src_method, src_workers):
+    """An `act` finding of the report as a claim: its advice, applied, measures no slower than the
+    traced setting it replaces (the acceptance: no act whose applied advice is slower). The
+    settings the drivers take are applied: a start method (with gc.freeze() where the advice
+    names it) and a worker count; the first change of the advice (a "Then: ..." after it is not
+    applied). Advice that changes the pipeline's code (an op, the dataset's pickle) is kept, not
+    scored ("not applied", with why)."""
+    subject, num = f.get("subject") or {}, f.get("numbers") or {}
+    advice = f.get("advice") or ""
+    first = advice.split(" Then: ")[0]
+    c = {"claim": "report: act, applied", "kind": "act", "finding": f.get("kind"),
+         "replaces": f"{src_method}:{src_workers}", "predicted": "no slower",
+         "advice": advice[:400], "setting": None}
+    if subject.get("setting") == "multiprocessing_context":
+        c["setting"] = f"fork:{src_workers}" + (":gcfreeze" if "gc.freeze()" in first else "")
+    elif num.get("predicted_workers") is not None:
+        c["setting"] = f"{src_method}:{int(num['predicted_workers'])}"
+    elif subject.get("setting"):
+        c["not_applied"] = (f"a change the drivers do not take ({subject['setting']}): "
+                            + first[:200])
+    else:
+        c["not_applied"] = "a change to the pipeline's code, not a setting: " + first[:200]
+    return c
+
+
 def collect_claims(a, name, trace, src_method, src_workers, settings):
     persistent = PIPELINES[name][1]
     claims, notes = [], {}
@@ -184,6 +211,8 @@ def collect_claims(a, name, trace, src_method, src_workers, settings):
         if share is not None:
             claims.append({"claim": "report: wait share", "setting": setting,
                            "predicted": share, "kind": "share"})
+        claims += [act_claim(f, src_method, src_workers) for f in rep.get("findings", [])
+                   if f.get("severity") == "act"]
     for s in settings:
         m, w = s.split(":")
         args = ["whatif", str(trace), "--workers", w, "--start-method", m, "--json"]
@@ -247,6 +276,26 @@ def collect_claims(a, name, trace, src_method, src_workers, settings):
     return claims, notes
 
 
+def score_act(c, runs):
+    """An applied act: the reruns' median epoch (iter() to the last batch, the start included)
+    of the advised setting against the replaced setting's; right when no slower."""
+    if not c.get("setting"):
+        c["verdict"] = "not applied"
+        return
+    new = [r["epoch_s"] for r in runs.get(c["setting"], []) if r]
+    old = [r["epoch_s"] for r in runs.get(c["replaces"], []) if r]
+    if not new or not old:
+        c["verdict"] = "error"
+        c["reason"] = "no rerun measured the advised or the replaced setting"
+        return
+    mn, mo = statistics.median(new), statistics.median(old)
+    c["measured"] = [round(v, 4) for v in new]
+    c["median"] = round(mn, 4)
+    c["replaced_median"] = round(mo, 4)
+    c["error"] = round(mn / mo - 1, 4)
+    c["verdict"] = "right" if mn <= mo else "wrong"
+
+
 def score(c, runs, grid_best):
     """Sets c['measured'], c['median'], c['verdict'] (and c['error'] where it is relative)."""
     key = {"ttfb": "ttfb_s", "epoch": "epoch_s", "share": "wait_share", "class": "wait_share",
@@ -298,6 +347,8 @@ def fmt(v, kind):
         return f"{v} workers"
     if kind == "memory":
         return f"{v / 2**20:.0f} MiB"
+    if kind == "act":
+        return str(v)
     return f"{v:.3f} s"
 
 
@@ -322,6 +373,8 @@ def table(result):
                     meas = f"{c['measured_class']} ({meas})"
                 if k == "choice":
                     meas += f" vs best {c['best']['setting']} {c['best']['median']:.3f}"
+                if k == "act":
+                    meas += f" vs {c['replaces']} {c['replaced_median']:.3f}"
             err = f"{c['error']:+.0%}" if c.get("error") is not None else ""
             verdict = c["verdict"]
             if verdict == "withheld":
@@ -331,6 +384,10 @@ def table(result):
                 verdict += ": " + c["withheld"].replace("|", "/")[:160]
             elif c.get("reason"):
                 verdict += ": " + c["reason"][:160]
+            elif c.get("not_applied"):
+                verdict += ": " + c["not_applied"].replace("|", "/")[:160]
+            if k == "act" and c.get("finding"):
+                verdict += f" ({c['finding']})"
             out.append(f"| {p['name']} | {c['claim']} | {c.get('setting') or '–'} | "
                        f"{c.get('trace', '–')} | {fmt(c['predicted'], k)} | {meas} | {err} | "
                        f"{verdict} |")
@@ -355,6 +412,11 @@ def table(result):
         n = {v: sum(1 for c in cs if c["verdict"] == v) for v in ("right", "wrong", "withheld",
                                                                   "error")}
         near = sum(1 for c in cs if c["verdict"] == "wrong" and c.get("within_35"))
+        if all(c["kind"] == "act" for c in cs):  # (no slower or not: no 35 % tier)
+            unapplied = sum(1 for c in cs if c["verdict"] == "not applied")
+            out.append(f"| {name} | {n['right']} | {n['wrong']} | {n['withheld']} | {n['error']} "
+                       f"| – ({unapplied} not applied: not a setting) |")
+            continue
         out.append(f"| {name} | {n['right']} | {n['wrong']} | {n['withheld']} | {n['error']} | "
                    f"{near} of the wrong |")
     tot = {v: sum(1 for p in result["pipelines"] for c in p["claims"] if c["verdict"] == v)
@@ -430,7 +492,7 @@ def run_pipeline(a, n, p, settings):
         while len(jobs.get(s, [])) < a.repeat:
             rerun(s, len(jobs.get(s, [])))
     p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "peak_pss_bytes",
-                                              "error")}
+                                              "gc_frozen", "error")}
                        for j in jobs[s]] for s in sorted(want)}
     score_pipeline(n, p, jobs)
 
@@ -452,6 +514,13 @@ def score_pipeline(n, p, jobs):
             errs = [j["error"] for j in jobs[c["setting"]] if j.get("error")]
             c["verdict"] = "error"
             c["reason"] = "a rerun failed: " + errs[0][-200:]
+            continue
+        if c["kind"] == "act":
+            score_act(c, runs)
+            st = c.get("setting")
+            if st and "gcfreeze" in st and any(not j.get("gc_frozen") for j in jobs.get(st, [])
+                                               if not j.get("error")):
+                c["caveat"] = "measured without gc.freeze(): the driver does not take it"
             continue
         score(c, runs.get(c.get("setting"), []), grid_best)
         st = c.get("setting")

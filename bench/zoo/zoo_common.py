@@ -279,6 +279,7 @@ def run_epochs(args, make_iterable, step=None, digest=None):
         setting = list(tuned.setting) if tuned is not None else None
         if getattr(args, "gc_freeze", False):
             gc.freeze()
+            args.gc_frozen = True
         t0 = time.perf_counter()
         it = iter(iterable)  # starts the workers: the loop waits for data here too
         if _TREE:
@@ -328,6 +329,7 @@ def emit(name, args, epochs, digest, data, mods=(), extra=None):
            "traced": bool(args.trace), "epochs": epochs, "digest": digest,
            "data_bytes": data.bytes, "gen_s": round(data.gen_s, 3),
            "loader_kwargs": getattr(args, "applied", None),
+           "gc_frozen": getattr(args, "gc_frozen", False),
            "versions": versions("torch", *mods)}
     if extra:
         rec.update(extra)

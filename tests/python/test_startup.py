@@ -956,7 +956,10 @@ def test_forkserver_from_a_spawn_run_of_a_script_that_imports_torch_at_its_top(t
         excess = fs.get("boot_excess_ms", 0.0)
         assert 0 <= excess < alone, fs
         assert fs["predicted_server_start_ms"] == pytest.approx(alone - excess, rel=1e-6)
-        assert fs["predicted_first_ttfb_ms"] > fs["predicted_later_ttfb_ms"] + 0.9 * alone
+        # The first iterator pays the server's start on top of a later one's (the model's own
+        # figure: under load the boots' excess can be most of `alone`).
+        assert fs["predicted_first_ttfb_ms"] >= (fs["predicted_later_ttfb_ms"]
+                                                 + 0.9 * fs["predicted_server_start_ms"]), fs
         assert "once" in fs["basis"] and "without its wait for a core" in fs["basis"]
     else:
         # Every forkserver worker imports torch again, as a spawned one: the worker's boot is
