@@ -17,7 +17,11 @@ For each pipeline of bench/zoo (its driver <name>.py, run by --python, default t
    epoch: iter() to the last batch, the mean over the epochs; the job's peak memory, the process
    tree's summed Pss, which every driver samples every 250 ms), `tune --json` (the recommended
    setting's epoch, and that the recommendation is no slower than the best measured worker count of
-   the grid by more than the tolerance);
+   the grid by more than the tolerance), and every `act` finding of the report: its advice applied
+   where it is a setting the drivers take (fork, with their --gc-freeze where the advice names
+   gc.freeze(); a worker count), right when the advised setting's reruns are no slower (median
+   epoch, iter() to the last batch) than the traced setting's it replaces; advice that changes
+   the pipeline's code is listed as not applied;
 2. every setting a claim names and the grid's, run --repeat times without lotus in those rounds
    (the traced runs among them: the machine's speed drifts by tens of percent over minutes), and
    each claim scored against the reruns' median:
