@@ -579,6 +579,28 @@ if __name__ == "__main__":
     print(len(held))
 """
 
+# The same heap (1 M tracked lists) made and collected before lotus is imported: the program is
+# then a quarter of its heap (250 k surviving allocations) from its next full collection, and no
+# full collection runs in its own code while traced (which would leave its untraced distance
+# unknown).
+FORK_PROBE_GC_FAR = """
+import gc, sys, torch
+from torch.utils.data import DataLoader, Dataset
+held = [[i] for i in range(1_000_000)]
+gc.collect()
+import lotus.torch
+class D(Dataset):
+    def __len__(self): return 32
+    def __getitem__(self, i): return torch.full((4,), float(i))
+if __name__ == "__main__":
+    lotus.torch.instrument(sys.argv[1])
+    dl = DataLoader(D(), batch_size=8, num_workers=2, multiprocessing_context="spawn")
+    for _ in range(2):
+        for b in dl:
+            pass
+    print(len(held))
+"""
+
 
 # The program brought near its next full garbage collection (`near`: about 8000 allocations from
 # it; lotus's import and instrument() use about 3 k of them, torch's DataLoader 1-2 k before it
@@ -798,6 +820,41 @@ def test_the_fork_probe_measures_what_a_full_collection_copies(tmp_path):
         elif share >= 0.25 or share <= 0.15:
             assert all(("gc.freeze() just before iter(loader)" in a) == (share >= 0.25)
                        for a in fork), (share, su, fork)
+
+
+@pytest.mark.skipif(not generational_collector(),
+                    reason="the collector's distances: a generational collector's")
+def test_fork_advice_leaves_out_gc_freeze_where_no_worker_collects(tmp_path):
+    """A heap of 1 M objects, collected before lotus is imported: a full collection in a forked
+    worker would cost a few hundred ms (the probe measures it), but the next one is 250 k
+    allocations away and a worker's epoch uses a few thousand. whatif decides that no worker
+    runs one (`never`) and the report's advice to start by fork does not name gc.freeze(): its
+    cost would be paid by nobody."""
+    if not have("spawn"):
+        pytest.skip("no spawn here")
+    script = tmp_path / "job.py"
+    script.write_text(FORK_PROBE_GC_FAR)
+    trace = tmp_path / "far"
+    trace.mkdir()
+    run_python([str(script), str(trace / "lotustrace_log")],
+               env={"LOTUS_FORK_PROBE": "1"}, timeout=300)
+    probes = sidecar_lines(trace, "startup_forkprobe")
+    assert [f[2] for _, f in probes] == ["ok", "ok"], probes
+    js = json.loads(tool("whatif", str(trace), "--workers", "2", "--start-method", "fork",
+                         "--json"))
+    su = js["startup"]
+    if su["predicted_ttfb_ms"] is None:
+        pytest.skip(su["note"])
+    assert su["fork_gc_copy_bytes"] >= 32 << 20, su  # what one would copy: measured
+    decided = su["fork_full_gc"]
+    assert decided["decided"] and decided["first_iterator"] == "never" and \
+        decided["later_iterators"] == "never", decided
+    assert su["predicted_ttfb_ms"] == pytest.approx(su["predicted_ttfb_without_full_gc_ms"]), su
+    rep = json.loads(tool("report", str(trace), "--json"))
+    fork = [f["advice"] for f in rep["findings"]
+            if "multiprocessing_context=\"fork\"" in (f.get("advice") or "")]
+    assert fork, rep["findings"]
+    assert not any("gc.freeze()" in a for a in fork), fork
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])

@@ -419,3 +419,49 @@ TEST_CASE(
   f.gc_auto = 0;
   CHECK(lotus_tool::decide_fork_gc(f, 16).when == fork_gc_when::unknown);
 }
+
+TEST_CASE("fork probe: the run's iterators decided from its two probes", "[tool][startup]") {
+  using lotus_tool::fork_gc_when;
+  lotus_tool::fork_probe_figures far;
+  far.status = "ok";
+  far.gc_auto = 1;
+  far.full_gc_ms = 300;
+  far.gc_untraced = 100000;
+  far.gc_untraced_exact = true;
+  far.gc_first_demand = 500;
+  far.gc_next_demand = 100;
+  lotus_tool::startup_costs c;
+  c.workers = 2;
+  c.iterators = 1;
+  c.processes = 1;
+  c.probe_first = far;
+  // One iterator, its probe far from the next collection: none runs one.
+  lotus_tool::fork_gc_decisions g = lotus_tool::decide_fork_gc(c, 16);
+  CHECK(g.first.when == fork_gc_when::never);
+  CHECK_FALSE(g.later_iterators);
+  CHECK((g.decided() && g.never()));
+  // Later iterators, the later probe failed: the first probe's figures stand for them.
+  c.iterators = 3;
+  c.probe_later.status = "timeout";
+  g = lotus_tool::decide_fork_gc(c, 16);
+  CHECK(g.later_iterators);
+  CHECK(g.later.when == fork_gc_when::never);
+  CHECK(g.never());
+  // The later probe near its next collection (its first batch uses more than is left): the
+  // later iterators' workers run one, so not `never`.
+  lotus_tool::fork_probe_figures near = far;
+  near.gc_untraced = 100;
+  c.probe_later = near;
+  g = lotus_tool::decide_fork_gc(c, 16);
+  CHECK(g.later.when == fork_gc_when::first_batch);
+  CHECK((g.decided() && !g.never()));
+  // The first probe failed: the later one's figures for both.
+  c.probe_first.status = "nobatch";
+  g = lotus_tool::decide_fork_gc(c, 16);
+  CHECK(g.first.when == fork_gc_when::first_batch);
+  // No distance measured (an older lotus): undecided, and not `never`.
+  c.probe_first = c.probe_later = lotus_tool::fork_probe_figures{};
+  g = lotus_tool::decide_fork_gc(c, 16);
+  CHECK_FALSE(g.decided());
+  CHECK_FALSE(g.never());
+}

@@ -732,13 +732,11 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         const double per_worker = static_cast<double>(batches) /
                                   static_cast<double>(std::max<std::size_t>(1, d.batch_ms.size())) /
                                   static_cast<double>(std::max(1u, a.workers));
-        const fork_probe_figures& pf = c.probe_first.ok() ? c.probe_first : c.probe_later;
-        const fork_probe_figures& pl = c.probe_later.ok() ? c.probe_later : c.probe_first;
-        r.fork_gc_first = decide_fork_gc(pf, per_worker);
-        r.fork_gc_later = decide_fork_gc(pl, per_worker);
-        const bool later_iterators = c.iterators > std::max(1u, c.processes);
-        r.fork_gc_decided = r.fork_gc_first.when != fork_gc_when::unknown &&
-                            (!later_iterators || r.fork_gc_later.when != fork_gc_when::unknown);
+        const fork_gc_decisions g = decide_fork_gc(c, per_worker);
+        r.fork_gc_first = g.first;
+        r.fork_gc_later = g.later;
+        const bool later_iterators = g.later_iterators;
+        r.fork_gc_decided = g.decided();
         // (in_epoch decides the epoch, not the time to first batch: that stays the midpoint of
         // both outcomes, or no claim.)
         r.fork_gc_ttfb_decided = r.fork_gc_decided && fork_gc_ttfb_decided(r.fork_gc_first.when) &&

@@ -223,6 +223,16 @@ fork_gc_decision decide_fork_gc(const fork_probe_figures& f, double batches_per_
   return d;
 }
 
+fork_gc_decisions decide_fork_gc(const startup_costs& c, double batches_per_worker) {
+  fork_gc_decisions g;
+  const fork_probe_figures& pf = c.probe_first.ok() ? c.probe_first : c.probe_later;
+  const fork_probe_figures& pl = c.probe_later.ok() ? c.probe_later : c.probe_first;
+  g.first = decide_fork_gc(pf, batches_per_worker);
+  g.later = decide_fork_gc(pl, batches_per_worker);
+  g.later_iterators = c.iterators > std::max(1u, c.processes);
+  return g;
+}
+
 const char* fork_gc_when_name(fork_gc_when w) {
   switch (w) {
     case fork_gc_when::first_batch:

@@ -95,11 +95,16 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
         "the workers start)";
     if (c.method != "fork" && c.probe_status() == "ok") {  // the fork probe measured it
       // A forked worker's full collection of the heap it inherits (the probe measured one):
-      // where it is a fifth of the start or more, gc.freeze() comes with the advice (whether a
-      // worker runs one the run cannot tell; frozen, none does).
+      // where it is a fifth of the start or more, gc.freeze() comes with the advice (frozen, no
+      // worker runs one), unless the probes' collector distances say no worker of the run's
+      // iterators runs one in its epoch (decide_fork_gc, as whatif decides it: the batches a
+      // worker fetches in an epoch, the run's mean).
+      const double per_worker = static_cast<double>(d.stats.consumed) /
+                                static_cast<double>(std::max(1u, c.iterators)) /
+                                static_cast<double>(c.workers);
       std::string words = fork_words;
       if (const std::string cost = fork_gc_cost_words(predict_startup(c, "fork", c.workers));
-          !cost.empty()) {
+          !cost.empty() && !decide_fork_gc(c, per_worker).never()) {
         words +=
             ", with gc.freeze() just before iter(loader) (a forked worker whose batch runs a "
             "full garbage collection of the heap it inherits " +
