@@ -354,17 +354,27 @@ TEST_CASE("causes: losses at the byte budget are counted, and a noticeable share
   REQUIRE(rc == 0);
 }
 
-TEST_CASE(
-    "fork probe: whether forked workers run a full collection, from the collector's distances",
-    "[tool][startup]") {
+// A fork probe that measured the collector's distances: the untraced program `untraced`
+// allocations from its next full collection, a worker's first batch using `first`, each next one
+// 100; a full collection in the child 300 ms.
+namespace {
+lotus_tool::fork_probe_figures probe_with_distances(double untraced, double first) {
   lotus_tool::fork_probe_figures f;
   f.status = "ok";
   f.gc_auto = 1;
   f.full_gc_ms = 300;
-  f.gc_untraced = 1000;
+  f.gc_untraced = untraced;
   f.gc_untraced_exact = true;
-  f.gc_first_demand = 2000;
+  f.gc_first_demand = first;
   f.gc_next_demand = 100;
+  return f;
+}
+}  // namespace
+
+TEST_CASE(
+    "fork probe: whether forked workers run a full collection, from the collector's distances",
+    "[tool][startup]") {
+  lotus_tool::fork_probe_figures f = probe_with_distances(1000, 2000);
   using lotus_tool::fork_gc_when;
   // 1000 left, the first batch uses 2000 (more than 1.25x): in the first batch.
   auto d = lotus_tool::decide_fork_gc(f, 16);
@@ -422,14 +432,7 @@ TEST_CASE(
 
 TEST_CASE("fork probe: the run's iterators decided from its two probes", "[tool][startup]") {
   using lotus_tool::fork_gc_when;
-  lotus_tool::fork_probe_figures far;
-  far.status = "ok";
-  far.gc_auto = 1;
-  far.full_gc_ms = 300;
-  far.gc_untraced = 100000;
-  far.gc_untraced_exact = true;
-  far.gc_first_demand = 500;
-  far.gc_next_demand = 100;
+  const lotus_tool::fork_probe_figures far = probe_with_distances(100000, 500);
   lotus_tool::startup_costs c;
   c.workers = 2;
   c.iterators = 1;
