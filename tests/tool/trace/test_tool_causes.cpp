@@ -438,15 +438,16 @@ TEST_CASE("fork probe: the run's iterators decided from its two probes", "[tool]
   c.iterators = 1;
   c.processes = 1;
   c.probe_first = far;
-  // One iterator, its probe far from the next collection: none runs one.
-  lotus_tool::fork_gc_decisions g = lotus_tool::decide_fork_gc(c, 16);
+  // One iterator, its probe far from the next collection: none runs one (32 batches of one
+  // epoch over 2 workers: 16 a worker).
+  lotus_tool::fork_gc_decisions g = lotus_tool::decide_fork_gc(c, 32, 1, 2);
   CHECK(g.first.when == fork_gc_when::never);
   CHECK_FALSE(g.later_iterators);
   CHECK((g.decided() && g.never()));
   // Later iterators, the later probe failed: the first probe's figures stand for them.
   c.iterators = 3;
   c.probe_later.status = "timeout";
-  g = lotus_tool::decide_fork_gc(c, 16);
+  g = lotus_tool::decide_fork_gc(c, 32, 1, 2);
   CHECK(g.later_iterators);
   CHECK(g.later.when == fork_gc_when::never);
   CHECK(g.never());
@@ -455,16 +456,16 @@ TEST_CASE("fork probe: the run's iterators decided from its two probes", "[tool]
   lotus_tool::fork_probe_figures near = far;
   near.gc_untraced = 100;
   c.probe_later = near;
-  g = lotus_tool::decide_fork_gc(c, 16);
+  g = lotus_tool::decide_fork_gc(c, 32, 1, 2);
   CHECK(g.later.when == fork_gc_when::first_batch);
   CHECK((g.decided() && !g.never()));
   // The first probe failed: the later one's figures for both.
   c.probe_first.status = "nobatch";
-  g = lotus_tool::decide_fork_gc(c, 16);
+  g = lotus_tool::decide_fork_gc(c, 32, 1, 2);
   CHECK(g.first.when == fork_gc_when::first_batch);
   // No distance measured (an older lotus): undecided, and not `never`.
   c.probe_first = c.probe_later = lotus_tool::fork_probe_figures{};
-  g = lotus_tool::decide_fork_gc(c, 16);
+  g = lotus_tool::decide_fork_gc(c, 32, 1, 2);
   CHECK_FALSE(g.decided());
   CHECK_FALSE(g.never());
 }

@@ -729,10 +729,7 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
         // prediction counts it or not; otherwise the midpoint, or no claim.
         std::uint64_t batches = 0;
         for (const auto& e : d.batch_ms) batches += e.size();
-        const double per_worker = static_cast<double>(batches) /
-                                  static_cast<double>(std::max<std::size_t>(1, d.batch_ms.size())) /
-                                  static_cast<double>(std::max(1u, a.workers));
-        const fork_gc_decisions g = decide_fork_gc(c, per_worker);
+        const fork_gc_decisions g = decide_fork_gc(c, batches, d.batch_ms.size(), a.workers);
         r.fork_gc_first = g.first;
         r.fork_gc_later = g.later;
         const bool later_iterators = g.later_iterators;

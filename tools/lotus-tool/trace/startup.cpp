@@ -223,7 +223,11 @@ fork_gc_decision decide_fork_gc(const fork_probe_figures& f, double batches_per_
   return d;
 }
 
-fork_gc_decisions decide_fork_gc(const startup_costs& c, double batches_per_worker) {
+fork_gc_decisions decide_fork_gc(const startup_costs& c, std::uint64_t batches,
+                                 std::uint64_t epochs, unsigned workers) {
+  const double batches_per_worker = static_cast<double>(batches) /
+                                    static_cast<double>(std::max<std::uint64_t>(1, epochs)) /
+                                    static_cast<double>(std::max(1u, workers));
   fork_gc_decisions g;
   const fork_probe_figures& pf = c.probe_first.ok() ? c.probe_first : c.probe_later;
   const fork_probe_figures& pl = c.probe_later.ok() ? c.probe_later : c.probe_first;

@@ -213,7 +213,8 @@ inline constexpr double k_fork_gc_margin = 1.25;
 fork_gc_decision decide_fork_gc(const fork_probe_figures& f, double batches_per_worker);
 /// The run's iterators decided: the first of each process from the probe before it (the later
 /// probe where that one failed), the later ones from the probe at the end of the first epoch
-/// (the first's where that one failed); `later_iterators`: the run has later ones.
+/// (the first's where that one failed); `later_iterators`: the run has later ones. A worker's
+/// epoch is the run's batches over its epochs and the workers asked about.
 struct fork_gc_decisions {
   fork_gc_decision first, later;
   bool later_iterators = false;
@@ -228,7 +229,8 @@ struct fork_gc_decisions {
            (!later_iterators || later.when == fork_gc_when::never);
   }
 };
-fork_gc_decisions decide_fork_gc(const startup_costs& c, double batches_per_worker);
+fork_gc_decisions decide_fork_gc(const startup_costs& c, std::uint64_t batches,
+                                 std::uint64_t epochs, unsigned workers);
 const char* fork_gc_when_name(fork_gc_when w);
 
 /// fork from the probes: where one full garbage collection in a forked worker (gc_full_ms) is a

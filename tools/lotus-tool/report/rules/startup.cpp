@@ -97,14 +97,11 @@ std::vector<startup_fix> startup_fixes(const report_data& d) {
       // A forked worker's full collection of the heap it inherits (the probe measured one):
       // where it is a fifth of the start or more, gc.freeze() comes with the advice (frozen, no
       // worker runs one), unless the probes' collector distances say no worker of the run's
-      // iterators runs one in its epoch (decide_fork_gc, as whatif decides it: the batches a
-      // worker fetches in an epoch, the run's mean).
-      const double per_worker = static_cast<double>(d.stats.consumed) /
-                                static_cast<double>(std::max(1u, c.iterators)) /
-                                static_cast<double>(c.workers);
+      // iterators runs one in its epoch (decide_fork_gc, as whatif decides it).
       std::string words = fork_words;
       if (const std::string cost = fork_gc_cost_words(predict_startup(c, "fork", c.workers));
-          !cost.empty() && !decide_fork_gc(c, per_worker).never()) {
+          !cost.empty() &&
+          !decide_fork_gc(c, d.stats.consumed, d.stats.epochs, c.workers).never()) {
         words +=
             ", with gc.freeze() just before iter(loader) (a forked worker whose batch runs a "
             "full garbage collection of the heap it inherits " +
