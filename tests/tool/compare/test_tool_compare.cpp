@@ -1109,3 +1109,61 @@ TEST_CASE("whatif: a wait for a core read two ways, and storage, claim no worker
   d.causes.majflt = 40;  // one a batch: no storage claim
   CHECK(predict_workers(d, a).no_claim_why.empty());
 }
+
+TEST_CASE("whatif: workers that outnumber the cores by a fraction, on busy cores, are not claimed",
+          "[tool][compare][whatif]") {
+  // 2 workers on 2 cores, 40 batches of 20 ms: 15 ms on a CPU, 5 ms off it (sleeps), no wait for
+  // a core. 3 workers would want 2.25 cores and wait for one under even sharing: the kernel's
+  // run queues (one core with two workers, one with one) are not in this run: no claim. 4 (a
+  // multiple of the cores) is claimed, and the advice passes 3 over for it.
+  run_digest d;
+  d.batch_ms = {std::vector<double>(40, 20.0)};
+  d.step_ms = std::vector<double>(40, 0.0);
+  epoch_digest e;
+  e.seconds = 0.4;
+  e.batches = 40;
+  d.epochs = {e};
+  d.workers = 2;
+  d.cpus = 2;
+  d.prefetch_factor = 2;
+  d.total_batches = 40;
+  d.causes.batches = 40;
+  d.causes.dur_ns = 800'000'000;
+  d.causes.cpu_ns = 600'000'000;
+  d.causes.wait_ns = 0;
+  d.causes.nvcsw = 160;
+  whatif_args a;
+  a.workers = 3;
+  whatif_result r = predict_workers(d, a);
+  CHECK(r.uneven_sharing);
+  CHECK(r.no_claim_why.find("3 is not a multiple of 2") != std::string::npos);
+  CHECK(r.no_claim_why.find("Run 3 workers once") != std::string::npos);
+  a.workers = 5;
+  CHECK(predict_workers(d, a).uneven_sharing);
+  a.workers = 4;
+  r = predict_workers(d, a);
+  CHECK_FALSE(r.uneven_sharing);
+  CHECK(r.no_claim_why.empty());
+  CHECK(r.predicted.epoch_seconds < r.replay.epoch_seconds);
+  worker_advice adv = advise_workers(d);
+  CHECK(adv.no_claim_why.empty());
+  REQUIRE(adv.more_workers);
+  CHECK(adv.more_workers->model.workers == 4);
+  // On a machine of 3 cores (--cores 3) 3 workers are not past the cores: claimed.
+  a.workers = 3;
+  a.cores = 3;
+  CHECK(predict_workers(d, a).no_claim_why.empty());
+  a.cores = 0;
+
+  // Mostly off the CPU (2 ms of 20): 3 workers want 0.3 cores, no core is busy: claimed.
+  d.causes.cpu_ns = 80'000'000;
+  r = predict_workers(d, a);
+  CHECK_FALSE(r.uneven_sharing);
+  CHECK(r.no_claim_why.empty());
+
+  // A run of 3 workers on the 2 cores measured their sharing: 5 is claimed from it.
+  d.causes.cpu_ns = 600'000'000;
+  d.workers = 3;
+  a.workers = 5;
+  CHECK_FALSE(predict_workers(d, a).uneven_sharing);
+}

@@ -123,8 +123,14 @@ def main():
                                      "main_elapsed_ms": main_ms}, s2["input_bound"]
         assert "GPU" not in tool("stats", d2).stdout
         # On the host's 5 ms step the loader sets the pace: more workers are predicted to help.
+        # (The counts that outnumber the 4 cores by a fraction, 5 to 7, are not claimed: the
+        # kernel's uneven sharing of the cores is not in a run of 1 worker.)
         t2 = json.loads(tool("tune", "--json", d2).stdout)
-        assert t2["best_epoch_seconds"] < 0.3, t2["best_epoch_seconds"]
+        claimed = {c["workers"]: c["epoch_seconds"] for c in t2["candidates"] if c["claim"]}
+        assert min(claimed.values()) < 0.3, t2["candidates"]
+        assert sorted(claimed) == [1, 2, 3, 4, 8], sorted(claimed)
+        assert all("not a multiple of 4" in c["no_claim_why"] for c in t2["candidates"]
+                   if not c["claim"]), t2["candidates"]
         w2 = json.loads(tool("whatif", "--json", "--workers", "2", d2).stdout)
         assert "step_from" not in w2["measured"] and abs(w2["measured"]["step_ms"] - 5.0) < 1e-6
         # The model's answers differ only by the step: whatif at the GPU's step with --step-ms.

@@ -190,6 +190,7 @@ nlohmann::json candidate_json(const tune_candidate& c) {
                       {"wait_share", c.wait_share},
                       {"fits", c.fits},
                       {"claim", c.claim}};
+  if (!c.claim) j["no_claim_why"] = c.no_claim_why;  // (absent where claimed)
   j["peak_memory_bytes"] = c.peak_memory_bytes >= 0
                                ? nlohmann::json(std::llround(c.peak_memory_bytes))
                                : nlohmann::json(nullptr);

@@ -31,6 +31,9 @@ constexpr double k_inf = std::numeric_limits<double>::infinity();
 // The workers' measured wait for a core (a share of their batch time) from which it is read as
 // other threads' load; the most such threads fitted.
 constexpr double k_foreign_min_wait_share = 0.05;
+// The least wait for a core (of their CPU time, the cores shared evenly) at which workers that
+// outnumber the cores by a fraction are not predicted (predict_workers: uneven_sharing).
+constexpr double k_uneven_min_runq_share = 0.10;
 // fork predicted from a spawn or forkserver run, the same workers: the model's time from the first
 // batch to the last and the run's own may be this far apart (either way, and by 50 ms) before no
 // epoch is claimed.
@@ -1036,6 +1039,51 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
           k_replay_tolerance * r.measured_epoch_seconds) {
     r.no_claim_why = replay_missed_text(r.replay.epoch_seconds, r.measured_epoch_seconds);
   }
+  // More workers than cores, not a multiple of them, on cores they would keep busy: the model
+  // shares the cores evenly between the threads that want one, but the kernel gives each core
+  // its own run queue, so some workers share a core with fewer others than the rest do, and how
+  // often it moves them sets the slowest worker's pace (an in-order loader's). A run whose
+  // workers were no more than its cores did not share them that way: nothing measures it.
+  // "Busy": the workers' own CPU demand is more than the cores, and the even sharing has them
+  // wait for a core at least k_uneven_min_runq_share of their CPU time.
+  // (bench/python/uneven_sharing.py, 2 cores, busy: 3 workers' predicted gain a median 6.9 points
+  // above the measured, 4 workers' 3.4; bench/README.md.)
+  if (r.no_claim_why.empty() && a.workers != d.workers && d.workers <= measured_cores) {
+    const double q_cores = a.cores > 0 ? a.cores : measured_cores;
+    const double per_core = static_cast<double>(a.workers) / q_cores;
+    if (q_cores >= 1 && q_cores == std::floor(q_cores) && per_core > 1 &&
+        per_core != std::floor(per_core)) {
+      const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
+      const double cpu_share =
+          std::max(0.0, 1.0 - off_share - std::min(1.0, std::max(0.0, m.cpuwait_share)));
+      double cpu_s = 0, off_s = 0;
+      for (const auto& e : work)
+        for (const double v : e) {
+          cpu_s += std::max(0.0, v) / 1e3 * cpu_share;
+          off_s += std::max(0.0, v) / 1e3 * off_share;
+        }
+      // The cores the workers alone would keep busy, never waiting for an index: more than
+      // there are (other processes' threads, which the cores' sharing already puts in the
+      // prediction, aside).
+      const double demand =
+          cpu_s + off_s > 0 ? static_cast<double>(a.workers) * cpu_s / (cpu_s + off_s) : 0.0;
+      const double runq_share = cpu_s > 0 ? r.predicted.runq_workers_s / cpu_s : 0.0;
+      if (demand > q_cores && runq_share >= k_uneven_min_runq_share) {
+        r.uneven_sharing = true;
+        r.no_claim_why =
+            std::to_string(a.workers) + " workers on " + format_number("%.0f", q_cores) +
+            " cores would wait for one (" + pct(runq_share, 0, " ") +
+            " of their CPU time, the cores shared evenly), and the kernel gives each core a run "
+            "queue of its own: " +
+            std::to_string(a.workers) + " is not a multiple of " + format_number("%.0f", q_cores) +
+            ", so some workers share a core with fewer others than the rest, and how often the "
+            "kernel moves them sets the slowest worker's pace; this run's " +
+            std::to_string(d.workers) +
+            " workers did not share the cores, so nothing in it measures that. Run " +
+            std::to_string(a.workers) + " workers once, or a multiple of the cores";
+      }
+    }
+  }
   r.memory = predict_memory(d, m.workers, a.memory_budget);
   // A worker's private memory is its start method's: a spawned worker holds its own
   // interpreter, imports and dataset; a forked one shares them with the main process until it
@@ -1138,6 +1186,11 @@ worker_advice advise_workers(const run_digest& d) {
       tried.clear();
     }
   }
+  // Counts the kernel's uneven sharing of the cores leaves unpredicted are passed over (a
+  // multiple of the cores after them may be claimed).
+  tried.erase(std::remove_if(tried.begin(), tried.end(),
+                             [](const whatif_result& r) { return r.uneven_sharing; }),
+              tried.end());
   // The workers waited on storage: the model cannot tell what another count would get from it.
   if (!tried.empty() && !tried.front().no_claim_why.empty()) {
     adv.no_claim_why = tried.front().no_claim_why;

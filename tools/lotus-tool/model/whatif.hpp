@@ -234,6 +234,10 @@ struct whatif_result {
   /// Non-empty: the model predicts no worker count from this trace, and this says why (the
   /// workers waited on storage, whose own throughput the trace does not give).
   std::string no_claim_why;
+  /// no_claim_why is the kernel's uneven sharing of the cores: more workers than cores, not a
+  /// multiple of them, on cores they would keep busy, predicted from a run whose workers did not
+  /// outnumber its cores (the advice passes this count over, not stopping at it).
+  bool uneven_sharing = false;
   /// Non-empty: the start is predicted but not the epoch after it, and this says why (fork
   /// workers predicted from a spawn run's fork probe, whose full collections would move the
   /// epoch by more than k_fork_gc_band).
