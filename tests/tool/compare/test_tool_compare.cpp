@@ -1161,6 +1161,18 @@ TEST_CASE("whatif: workers that outnumber the cores by a fraction, on busy cores
   CHECK_FALSE(r.uneven_sharing);
   CHECK(r.no_claim_why.empty());
 
+  // Other processes kept the 2 workers waiting for a core (12.5 % of their batch time; 62.5 % on
+  // a CPU, 25 % off it): the loader's share of the cores is fitted below 2, and 3 workers would
+  // want more than that share (1.9 cores): not claimed either.
+  d.causes.cpu_ns = 500'000'000;
+  d.causes.wait_ns = 100'000'000;
+  a.workers = 3;
+  r = predict_workers(d, a);
+  CHECK(r.foreign_fitted);
+  CHECK(r.capacity_cores < 1.9);
+  CHECK(r.uneven_sharing);
+  d.causes.wait_ns = 0;
+
   // A run of 3 workers on the 2 cores measured their sharing: 5 is claimed from it.
   d.causes.cpu_ns = 600'000'000;
   d.workers = 3;

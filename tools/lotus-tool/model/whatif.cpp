@@ -1063,12 +1063,12 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
           off_s += std::max(0.0, v) / 1e3 * off_share;
         }
       // The cores the workers alone would keep busy, never waiting for an index: more than
-      // there are (other processes' threads, which the cores' sharing already puts in the
-      // prediction, aside).
+      // the model gives the loader (the question's cores, or where other processes kept the
+      // workers waiting for a core, the share of them fitted to that wait).
       const double demand =
           cpu_s + off_s > 0 ? static_cast<double>(a.workers) * cpu_s / (cpu_s + off_s) : 0.0;
       const double runq_share = cpu_s > 0 ? r.predicted.runq_workers_s / cpu_s : 0.0;
-      if (demand > q_cores && runq_share >= k_uneven_min_runq_share) {
+      if (demand > m.cores && runq_share >= k_uneven_min_runq_share) {
         r.uneven_sharing = true;
         r.no_claim_why =
             std::to_string(a.workers) + " workers on " + format_number("%.0f", q_cores) +
