@@ -1045,12 +1045,12 @@ TEST_CASE("whatif: worker start-up per epoch, kept alive or not, and the measure
   CHECK(r.predicted.epoch_seconds == Approx(r.replay.epoch_seconds));
 }
 
-TEST_CASE("whatif: a wait for a core read two ways, and storage, claim no worker count",
-          "[tool][compare][whatif]") {
-  // 2 workers on 2 cores, 40 batches of 20 ms: 10 ms on a CPU, 10 ms waiting for one (other
-  // processes used the cores). Read as the loader's cores: 1 core (2 workers at half speed);
-  // as other threads beside the workers: 2 (each worker at 2 / (2 + 2)). With 3 workers the first
-  // reading gains nothing (still 1 core), the second 1.2 cores' worth: 17 % apart.
+namespace {
+
+// A run of 2 workers on 2 cores, one epoch of 40 batches of 20 ms (0.4 s), no step, and the
+// workers' figures over its batches: on a CPU and waiting for one (ns), voluntary switches.
+run_digest two_workers_on_two_cores(std::uint64_t cpu_ns, std::uint64_t wait_ns,
+                                    std::uint64_t nvcsw) {
   run_digest d;
   d.batch_ms = {std::vector<double>(40, 20.0)};
   d.step_ms = std::vector<double>(40, 0.0);
@@ -1064,9 +1064,21 @@ TEST_CASE("whatif: a wait for a core read two ways, and storage, claim no worker
   d.total_batches = 40;
   d.causes.batches = 40;
   d.causes.dur_ns = 800'000'000;
-  d.causes.cpu_ns = 400'000'000;
-  d.causes.wait_ns = 400'000'000;
-  d.causes.nvcsw = 40;
+  d.causes.cpu_ns = cpu_ns;
+  d.causes.wait_ns = wait_ns;
+  d.causes.nvcsw = nvcsw;
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("whatif: a wait for a core read two ways, and storage, claim no worker count",
+          "[tool][compare][whatif]") {
+  // 2 workers on 2 cores, 40 batches of 20 ms: 10 ms on a CPU, 10 ms waiting for one (other
+  // processes used the cores). Read as the loader's cores: 1 core (2 workers at half speed);
+  // as other threads beside the workers: 2 (each worker at 2 / (2 + 2)). With 3 workers the first
+  // reading gains nothing (still 1 core), the second 1.2 cores' worth: 17 % apart.
+  run_digest d = two_workers_on_two_cores(400'000'000, 400'000'000, 40);
   whatif_args a;
   a.workers = 3;
   whatif_result r = predict_workers(d, a);
@@ -1116,22 +1128,7 @@ TEST_CASE("whatif: workers that outnumber the cores by a fraction, on busy cores
   // a core. 3 workers would want 2.25 cores and wait for one under even sharing: the kernel's
   // run queues (one core with two workers, one with one) are not in this run: no claim. 4 (a
   // multiple of the cores) is claimed, and the advice passes 3 over for it.
-  run_digest d;
-  d.batch_ms = {std::vector<double>(40, 20.0)};
-  d.step_ms = std::vector<double>(40, 0.0);
-  epoch_digest e;
-  e.seconds = 0.4;
-  e.batches = 40;
-  d.epochs = {e};
-  d.workers = 2;
-  d.cpus = 2;
-  d.prefetch_factor = 2;
-  d.total_batches = 40;
-  d.causes.batches = 40;
-  d.causes.dur_ns = 800'000'000;
-  d.causes.cpu_ns = 600'000'000;
-  d.causes.wait_ns = 0;
-  d.causes.nvcsw = 160;
+  run_digest d = two_workers_on_two_cores(600'000'000, 0, 160);
   whatif_args a;
   a.workers = 3;
   whatif_result r = predict_workers(d, a);
