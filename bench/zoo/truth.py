@@ -93,6 +93,25 @@ def parse_setting(s):
     return parts[0], int(parts[1]), pf, "unordered" in parts[2:]
 
 
+def cpu_ticks():
+    """The machine's CPU time so far (/proc/stat's `cpu` line, clock ticks): (all of it, its
+    host's steal), or None where unreadable."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    return (sum(v), v[7]) if len(v) == 8 else None
+
+
+def steal_share(before, after):
+    """The share of the machine's CPU time its host took between two cpu_ticks() (a VM's steal:
+    its vCPUs wanted to run and did not), or None."""
+    if before is None or after is None or after[0] <= before[0]:
+        return None
+    return max(0, after[1] - before[1]) / (after[0] - before[0])
+
+
 def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None):
     script = HERE / PIPELINES[name][0]
     method, workers, pf, unordered = parse_setting(setting)
@@ -113,11 +132,13 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
     if trace:  # every process's memory read, however short (the drivers' runs take seconds)
         env["LOTUS_MEMORY_READINGS"] = "eager"
     t0 = time.perf_counter()
+    ticks0 = cpu_ticks()
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     wall = time.perf_counter() - t0
+    steal = steal_share(ticks0, cpu_ticks())
     lines = r.stdout.strip().splitlines()
     if r.returncode != 0 or not lines:
         return {"error": f"exit {r.returncode}: {r.stderr.strip()[-1500:]}"}
@@ -126,6 +147,8 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
     except json.JSONDecodeError:
         return {"error": f"no JSON line: {lines[-1][:300]}"}
     job["wall_s"] = round(wall, 3)
+    if steal is not None:  # the machine's CPU time its host took meanwhile (a VM's steal)
+        job["steal_share"] = round(steal, 4)
     job["stderr_tail"] = r.stderr.strip()[-400:]
     return job
 

@@ -46,6 +46,9 @@ def test_every_pipeline_is_traced_and_its_claims_collected(truth):
         assert "error" not in run, run
         assert run["traced"] is True and run["workers"] == 2 and run["start_method"] == "fork"
         assert len(run["epochs"]) == 1 and run["epochs"][0]["batches"] > 0
+        # The host's share of the machine's CPU time during the run (a VM's steal; 0 on bare
+        # metal), kept beside its timings.
+        assert 0 <= run["steal_share"] <= 1, run.get("steal_share")
         kinds = {c["claim"] for c in p["claims"]}
         # whatif's three claims for the setting, tune's recommendation, the report's verdict.
         assert {"whatif: time to first batch", "whatif: epoch", "whatif: memory",
@@ -170,6 +173,16 @@ def _truth_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def test_the_hosts_steal_between_two_readings_of_the_machines_cpu_time():
+    t = _truth_module()
+    now = t.cpu_ticks()
+    assert now is not None and now[0] > 0 and 0 <= now[1] <= now[0], now
+    # 40 of 1000 ticks stolen; no reading, or no time passed: not known.
+    assert t.steal_share((5000, 100), (6000, 140)) == pytest.approx(0.04)
+    assert t.steal_share(None, (6000, 140)) is None
+    assert t.steal_share((6000, 140), (6000, 140)) is None
 
 
 FORK_ADVICE = ("Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where the "
