@@ -151,13 +151,21 @@ constexpr double k_storage_min_read_bytes_per_batch = 65536;
 // lotus.autotune runs too): each batch's wall time split by the one off-CPU share (its wait for
 // a core, where measured, left out of the work), the step by its CPU part, the worker slots'
 // start-up in ms.
+// A batch's time split as the model replays it: its off-CPU share, and its CPU share (the rest
+// less its measured wait for a core, which the model's sharing of the cores puts back).
+struct batch_split {
+  double off_share, cpu_share;
+};
+batch_split split_of(const loader_model& m) {
+  const double off = std::min(1.0, std::max(0.0, m.offcpu_share));
+  return {off, std::max(0.0, 1.0 - off - std::min(1.0, std::max(0.0, m.cpuwait_share)))};
+}
+
 epoch_outcome replay_epoch(const std::vector<double>& batch_ms, const loader_model& m,
                            const std::vector<double>* start_ms, std::uint64_t take) {
   epoch_inputs in;
   in.take = take;
-  const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
-  const double cpu_share =
-      std::max(0.0, 1.0 - off_share - std::min(1.0, std::max(0.0, m.cpuwait_share)));
+  const auto [off_share, cpu_share] = split_of(m);
   in.cpu_s.reserve(batch_ms.size());
   in.off_s.reserve(batch_ms.size());
   for (const double ms : batch_ms) {
@@ -1053,20 +1061,17 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     const double per_core = static_cast<double>(a.workers) / q_cores;
     if (q_cores >= 1 && q_cores == std::floor(q_cores) && per_core > 1 &&
         per_core != std::floor(per_core)) {
-      const double off_share = std::min(1.0, std::max(0.0, m.offcpu_share));
-      const double cpu_share =
-          std::max(0.0, 1.0 - off_share - std::min(1.0, std::max(0.0, m.cpuwait_share)));
-      double cpu_s = 0, off_s = 0;
+      const auto [off_share, cpu_share] = split_of(m);
+      double total_s = 0;
       for (const auto& e : work)
-        for (const double v : e) {
-          cpu_s += std::max(0.0, v) / 1e3 * cpu_share;
-          off_s += std::max(0.0, v) / 1e3 * off_share;
-        }
+        for (const double v : e) total_s += std::max(0.0, v) / 1e3;
+      const double cpu_s = total_s * cpu_share;
       // The cores the workers alone would keep busy, never waiting for an index: more than
       // the model gives the loader (the question's cores, or where other processes kept the
       // workers waiting for a core, the share of them fitted to that wait).
-      const double demand =
-          cpu_s + off_s > 0 ? static_cast<double>(a.workers) * cpu_s / (cpu_s + off_s) : 0.0;
+      const double demand = cpu_share + off_share > 0 ? static_cast<double>(a.workers) * cpu_share /
+                                                            (cpu_share + off_share)
+                                                      : 0.0;
       const double runq_share = cpu_s > 0 ? r.predicted.runq_workers_s / cpu_s : 0.0;
       if (demand > m.cores && runq_share >= k_uneven_min_runq_share) {
         r.uneven_sharing = true;
