@@ -32,7 +32,10 @@ For each pipeline of bench/zoo (its driver <name>.py, run by --python, default t
    A claim whose rerun failed is `error`.
 Also: the traced run's batches and digest against the untraced runs of the same setting (a
 pipeline whose untraced runs disagree among themselves is not compared), and its time to first
-batch and epoch against theirs: what a claim that replays the traced run can be right by at best.
+batch and epoch against theirs, with lotus's own time taken out (the fork probe the program waits
+for before its first iterator, lotus's measurement in the iterator's start: what lotus-tool's
+measured start leaves out) and as the driver timed them: the first is what a claim that replays
+the traced run can be right by at best. Every run records its process tree's CPU time (`cpu_s`).
 Writes DIR/truth.json and DIR/truth.md (the table) and prints the table. bench/quiet.sh checks the
 load first (LOTUS_BENCH_ALLOW_LOAD=1 runs on a busy machine; the load is in the table's header). Needs lotus-tool
 (LOTUS_TOOL or PATH) and the lotus package importable by --python (PYTHONPATH).
@@ -43,6 +46,7 @@ import json
 import os
 import pathlib
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -133,12 +137,14 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
         env["LOTUS_MEMORY_READINGS"] = "eager"
     t0 = time.perf_counter()
     ticks0 = cpu_ticks()
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s"}
     wall = time.perf_counter() - t0
     steal = steal_share(ticks0, cpu_ticks())
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     lines = r.stdout.strip().splitlines()
     if r.returncode != 0 or not lines:
         return {"error": f"exit {r.returncode}: {r.stderr.strip()[-1500:]}"}
@@ -147,6 +153,10 @@ def driver_run(a, name, setting, trace=None, timeout=300, extra=(), epochs=None)
     except json.JSONDecodeError:
         return {"error": f"no JSON line: {lines[-1][:300]}"}
     job["wall_s"] = round(wall, 3)
+    # The CPU time of the run's whole process tree (the driver and every process it waited for:
+    # its workers, lotus's fork probes), user + system: the same work's CPU time moves with the
+    # VM's speed from run to run.
+    job["cpu_s"] = round(ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime, 3)
     if steal is not None:  # the machine's CPU time its host took meanwhile (a VM's steal)
         job["steal_share"] = round(steal, 4)
     job["stderr_tail"] = r.stderr.strip()[-400:]
@@ -179,6 +189,34 @@ def tool(a, *args):
         except json.JSONDecodeError:
             out = None
     return r.returncode, out, (r.stdout + r.stderr).strip()
+
+
+def lotus_own_s(a, trace, job, setting):
+    """The part of the traced run's first time to first batch (as its driver timed it: iter() to
+    the first batch) that was lotus's own: the fork probe before the first iterator (the program
+    waits for it) and lotus's measurement inside the iterator's start; from lotus-tool's measured
+    start (which leaves out the probe) less its `measured_lotus_ms`. None where not measured."""
+    m, w = setting.split(":")[:2]
+    rc, js, _ = tool(a, "whatif", str(trace), "--workers", w, "--start-method", m, "--json")
+    su = (js or {}).get("startup") or {}
+    first, own = su.get("measured_first_ttfb_ms"), su.get("measured_lotus_ms")
+    eps = job.get("epochs") or []
+    if first is None or not eps:
+        return None
+    return round(max(0.0, eps[0]["ttfb_s"] - (first - (own or 0.0)) / 1e3), 4)
+
+
+def net_of_lotus(job, persistent):
+    """measures() of a traced run with lotus's own time (lotus_own_s) taken out of its first
+    epoch's start and epoch: the pipeline's own speed in that run."""
+    own = job.get("lotus_own_s")
+    if own is None:
+        return None
+    eps = [dict(e) for e in job["epochs"]]
+    eps[0]["ttfb_s"] -= own
+    eps[0]["to_last_s"] -= own
+    eps[0]["epoch_s"] -= own
+    return measures(dict(job, epochs=eps), persistent)
 
 
 def klass(share):
@@ -354,13 +392,45 @@ def score(c, runs, grid_best):
         c["error"] = round(med / best - 1, 4)
         return
     pred = c["predicted"]
-    tol, near = TOLERANCE * med, NEAR * med
-    if c["kind"] == "ttfb" and med < START_ABS_UNDER_S:
-        tol, near = max(tol, START_ABS_S), max(near, START_ABS_NEAR_S)
+    right, near = judge(c["kind"], pred, med)
     c["error"] = round(pred / med - 1, 4) if med > 0 else None
-    c["verdict"] = "right" if abs(pred - med) <= tol else "wrong"
-    if c["verdict"] == "wrong":
-        c["within_35"] = abs(pred - med) <= near
+    c["verdict"] = "right" if right else "wrong"
+    if not right:
+        c["within_35"] = near
+
+
+def judge(kind, pred, med):
+    """A time predicted against the reruns' median: (within the tolerance, within NEAR)."""
+    tol, near = TOLERANCE * med, NEAR * med
+    if kind == "ttfb" and med < START_ABS_UNDER_S:
+        tol, near = max(tol, START_ABS_S), max(near, START_ABS_NEAR_S)
+    return abs(pred - med) <= tol, abs(pred - med) <= near
+
+
+def noise_floor(result):
+    """The machine's own noise, judged as lotus's claims are: each untraced rerun of a setting
+    taken as the prediction of the median of that setting's other reruns (leave one out), for the
+    time to first batch and the epoch. A claim that replays one run can do no better than one run
+    of the very setting it names does; where these miss, the reruns disagree among themselves."""
+    out = {k: {"figures": 0, "right": 0, "past_35": []} for k in ("ttfb", "epoch")}
+    for p in result["pipelines"]:
+        pers = PIPELINES.get(p["name"], (None, False))[1]
+        for s, js in sorted((p.get("reruns") or {}).items()):
+            ms = [measures(j, pers) for j in js if not j.get("error") and j.get("epochs")]
+            if len(ms) < 3:
+                continue
+            for k in ("ttfb", "epoch"):
+                vals = [m[k + "_s"] for m in ms]
+                for i, v in enumerate(vals):
+                    med = statistics.median(vals[:i] + vals[i + 1:])
+                    right, near = judge(k, v, med)
+                    o = out[k]
+                    o["figures"] += 1
+                    o["right"] += right
+                    if not near:
+                        o["past_35"].append({"pipeline": p["name"], "setting": s,
+                                             "run": round(v, 4), "others_median": round(med, 4)})
+    return out
 
 
 def fmt(v, kind):
@@ -419,7 +489,8 @@ def table(result):
                        f"{c.get('trace', '–')} | {fmt(c['predicted'], k)} | {meas} | {err} | "
                        f"{verdict} |")
     out.append("")
-    out.append("| pipeline | check | traced run vs untraced | verdicts (right/wrong/withheld/error) |")
+    out.append("| pipeline | check | traced run vs untraced (lotus's own time taken out; then "
+               "with it) | verdicts (right/wrong/withheld/error) |")
     out.append("| --- | --- | --- | --- |")
     for p in result["pipelines"]:
         n = {v: sum(1 for c in p["claims"] if c["verdict"] == v)
@@ -446,6 +517,14 @@ def table(result):
             continue
         out.append(f"| {name} | {n['right']} | {n['wrong']} | {n['withheld']} | {n['error']} | "
                    f"{near} of the wrong |")
+    nf = result.get("noise_floor")
+    if nf and nf["ttfb"]["figures"]:
+        out.append("")
+        out.append("The machine's own noise (each untraced rerun taken as the prediction of the "
+                   "median of its setting's other reruns, judged as a claim): " + "; ".join(
+                       f"{'time to first batch' if k == 'ttfb' else 'epoch'} {o['right']} of "
+                       f"{o['figures']} within the tolerance, {len(o['past_35'])} past 35 %"
+                       for k, o in nf.items()) + ".")
     tot = {v: sum(1 for p in result["pipelines"] for c in p["claims"] if c["verdict"] == v)
            for v in ("right", "wrong", "withheld", "error")}
     near = sum(1 for p in result["pipelines"] for c in p["claims"]
@@ -501,6 +580,7 @@ def run_pipeline(a, n, p, settings):
             continue
         p["source"] = src
         want.add(src)
+        traced["lotus_own_s"] = lotus_own_s(a, trace, traced, src)
         p["traced_runs"].append(traced)
         m, w = src.split(":")[:2]
         grid = settings if src in settings else [src] + settings
@@ -572,14 +652,27 @@ def score_pipeline(n, p, jobs):
         verdict = "DIFFERENT digest (untraced runs agree among themselves)"
     # The traced runs' own start and epoch against the untraced reruns of their setting: what a
     # claim replaying a traced run can be right by at best (tracing's cost and the run's noise).
+    # Net of lotus's own time (the fork probe before the first iterator, lotus's measurement in
+    # its start: lotus_own_s), the pipeline's own speed in the traced run; as the driver timed it
+    # (lotus's own time in) beside it.
     own = [x for x in runs.get(p["source"], []) if x]
     p["traced_vs_median"] = {}
+    p["traced_net_vs_median"] = {}
+    pers = PIPELINES[n][1]
+    nets = [net_of_lotus(tr, pers) for tr in p["traced_runs"]]
     if own:
         for k in ("ttfb_s", "epoch_s"):
             med = statistics.median(x[k] for x in own)
-            if med > 0:
-                devs = [measures(tr, PIPELINES[n][1])[k] / med - 1 for tr in p["traced_runs"]]
-                p["traced_vs_median"][k[:-2]] = [round(d, 4) for d in devs]
+            if med <= 0:
+                continue
+            devs = [measures(tr, pers)[k] / med - 1 for tr in p["traced_runs"]]
+            p["traced_vs_median"][k[:-2]] = [round(d, 4) for d in devs]
+            if nets and None not in nets:
+                net = [x[k] / med - 1 for x in nets]
+                p["traced_net_vs_median"][k[:-2]] = [round(d, 4) for d in net]
+                verdict += (f"; {k[:-2]} " + " ".join(f"{d:+.0%}" for d in net)
+                            + " (with lotus's own: " + " ".join(f"{d:+.0%}" for d in devs) + ")")
+            else:
                 verdict += f"; {k[:-2]} " + " ".join(f"{d:+.0%}" for d in devs)
     p["traced_vs_untraced"] = verdict
 
@@ -599,7 +692,10 @@ def rescore(a):
         for k, _ in enumerate(p.get("traced_runs", [])):
             m, w = p["source"].split(":")[:2]
             grid = settings if p["source"] in settings else [p["source"]] + settings
-            cs, _ = collect_claims(a, n, out / "traces" / n / f"trace{k + 1}", m, int(w), grid)
+            tdir = out / "traces" / n / f"trace{k + 1}"
+            cs, _ = collect_claims(a, n, tdir, m, int(w), grid)
+            p["traced_runs"][k]["lotus_own_s"] = lotus_own_s(a, tdir, p["traced_runs"][k],
+                                                             p["source"])
             for c in cs:
                 c["trace"] = k + 1
             claims += cs
@@ -610,6 +706,7 @@ def rescore(a):
         p["claims"] = claims
         score_pipeline(n, p, {s: [j for j in js] for s, js in p["reruns"].items()})
     result["rescored_with"] = a.tool
+    result["noise_floor"] = noise_floor(result)
     md = table(result)
     (out / "truth-rescored.json").write_text(json.dumps(result, indent=1))
     (out / "truth-rescored.md").write_text(md + "\n")
@@ -698,6 +795,7 @@ def main():
         p.setdefault("traced_vs_untraced", "not compared (the traced run failed)")
     result["wall_s"] = time.perf_counter() - t_start
     result["load_after"] = loadavg()
+    result["noise_floor"] = noise_floor(result)
     md = table(result)
     (a.out / "truth.json").write_text(json.dumps(result, indent=1))
     (a.out / "truth.md").write_text(md + "\n")

@@ -49,6 +49,10 @@ def test_every_pipeline_is_traced_and_its_claims_collected(truth):
         # The host's share of the machine's CPU time during the run (a VM's steal; 0 on bare
         # metal), kept beside its timings.
         assert 0 <= run["steal_share"] <= 1, run.get("steal_share")
+        # The run's process tree's CPU time, and lotus's own part of its first start (a fork run
+        # has no probe: lotus's measurement only, well under the driver's start).
+        assert run["cpu_s"] > 0, run.get("cpu_s")
+        assert 0 <= run["lotus_own_s"] <= run["epochs"][0]["ttfb_s"], run.get("lotus_own_s")
         kinds = {c["claim"] for c in p["claims"]}
         # whatif's three claims for the setting, tune's recommendation, the report's verdict.
         assert {"whatif: time to first batch", "whatif: epoch", "whatif: memory",
@@ -183,6 +187,42 @@ def test_the_hosts_steal_between_two_readings_of_the_machines_cpu_time():
     assert t.steal_share((5000, 100), (6000, 140)) == pytest.approx(0.04)
     assert t.steal_share(None, (6000, 140)) is None
     assert t.steal_share((6000, 140), (6000, 140)) is None
+
+
+def test_a_traced_run_net_of_lotus_own_time():
+    # lotus-tool's measured start leaves out the fork probe the program waited for: the driver's
+    # iter() to first batch less it (and less lotus's measurement inside the start) is lotus's own.
+    t = _truth_module()
+    job = {"epochs": [{"ttfb_s": 3.3, "to_last_s": 3.9, "epoch_s": 5.5, "wait_s": 3.8,
+                       "batches": 94}], "peak_pss_bytes": 1, "lotus_own_s": 0.5}
+    net = t.net_of_lotus(job, False)
+    assert net["ttfb_s"] == pytest.approx(2.8) and net["epoch_s"] == pytest.approx(3.4)
+    assert job["epochs"][0]["ttfb_s"] == 3.3  # the run's record itself is left as measured
+    assert t.net_of_lotus(dict(job, lotus_own_s=None), False) is None
+
+
+def test_the_noise_floor_judges_each_rerun_against_its_settings_others():
+    t = _truth_module()
+
+    def job(ttfb, epoch):
+        return {"epochs": [{"ttfb_s": ttfb, "to_last_s": epoch, "epoch_s": epoch, "wait_s": None,
+                            "batches": 1}]}
+    res = {"pipelines": [{"name": "tv_imagefolder", "reruns": {
+        # Epochs 1.0, 1.1 and 1.5: 1.5 against 1.05 is +43 % (past 35 %); 1.0 against 1.3 is
+        # -23 % (wrong, within 35 %); 1.1 against 1.25 is -12 % (right). Starts under 0.3 s are
+        # judged within 60 ms: 0.10 against 0.175 and 0.20 against 0.125 are off by 75 ms
+        # (wrong, within 105 ms), 0.15 against 0.15 is right.
+        "fork:2": [job(0.10, 1.0), job(0.15, 1.1), job(0.20, 1.5)],
+        # Two runs: no leave-one-out median of two others.
+        "spawn:2": [job(3.0, 3.5), job(3.1, 3.6)],
+        # A failed run is left out; two left: not judged.
+        "spawn:4": [job(1.0, 1.5), job(1.0, 1.5), {"error": "exit 1"}]}}]}
+    nf = t.noise_floor(res)
+    assert nf["epoch"]["figures"] == 3 and nf["epoch"]["right"] == 1
+    assert nf["epoch"]["past_35"] == [{"pipeline": "tv_imagefolder", "setting": "fork:2",
+                                       "run": 1.5, "others_median": 1.05}]
+    assert nf["ttfb"]["figures"] == 3 and nf["ttfb"]["right"] == 1
+    assert nf["ttfb"]["past_35"] == []
 
 
 FORK_ADVICE = ("Start the workers by fork (DataLoader(multiprocessing_context=\"fork\")) where the "
