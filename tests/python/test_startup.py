@@ -322,7 +322,7 @@ def fork_gc_rewritten(src, dst, full_gc_ns=None, distances=None):
         lines = p.read_text().splitlines(keepends=True)
         for i, line in enumerate(lines):
             f = line.split()
-            if f and f[0] == "startup_forkprobe" and len(f) == 19:
+            if f and f[0] == "startup_forkprobe" and len(f) == 20:
                 if full_gc_ns is not None:
                     f[10] = str(full_gc_ns)
                 f[14:18] = distances or ["-", "0", "-", "-"]
@@ -377,7 +377,7 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     for pid, fields in rows:
         assert pid == main_pid and fields[0] == "0" and fields[2] == "ok", fields
         figures = [int(x) for x in fields[3:13]]
-        assert len(fields) == 18 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
+        assert len(fields) == 19 and figures[0] > 0 and figures[1] > 0 and figures[5] > 0, fields
         # The child's full collection after its batch: its time, the pages it copied, the part
         # of the batch that was one already (at most the batch), the collector on.
         assert figures[6] > 0 and figures[7] >= 0 and figures[8] <= figures[5], fields
@@ -392,6 +392,10 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
         own = int(fields[17])
         assert own > 0 if fields[1] == "first" and untraced != "-" else True, fields
         assert own == 0 if fields[1] == "later" else True, fields
+        # The program's wait for the probe: at least the child's start (from just before the
+        # fork), setup, batch and full collection, which it waited through one after another.
+        wait = int(fields[18])
+        assert wait >= figures[1] + figures[2] + figures[5] + figures[6], fields
     workers = {f[2] for _, f in sidecar_lines(out, "startup_worker")}
     assert len(workers) == 4  # 2 workers, 2 epochs
     assert trace_pids(out) == workers | {main_pid}
@@ -403,6 +407,14 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     assert su["predicted_ttfb_ms"] is not None and su["predicted_ttfb_ms"] > 0, su
     assert "LOTUS_FORK_PROBE" in su["basis"] and "before its first iterator" in su["basis"], su
     assert su["predicted_first_ttfb_ms"] > 0 and su["predicted_later_ttfb_ms"] > 0, su
+    # The program's waits for the two probes, lotus's own cost to the run, said as they are.
+    waits = {f[1]: int(f[18]) / 1e6 for _, f in rows}
+    assert su["probe_wait_first_ms"] == pytest.approx(waits["first"], abs=1e-3), su
+    assert su["probe_wait_later_ms"] == pytest.approx(waits["later"], abs=1e-3), su
+    text = tool("whatif", str(out), "--workers", "2", "--start-method", "fork")
+    assert (f"fork probes (LOTUS_FORK_PROBE) held the program {waits['first'] / 1e3:.3f} s before "
+            f"its first iterator and {waits['later'] / 1e3:.3f} s at its first epoch's end") \
+        in text, text
     # That time is in the measured start (one iterator of two carries it), not in the model's.
     first_own = next(int(f[17]) for _, f in rows if f[1] == "first")
     assert su["measured_lotus_ms"] == pytest.approx(first_own / 1e6 / 2, abs=1e-3), su
@@ -412,15 +424,16 @@ def test_the_fork_probe_measures_a_fork_in_a_spawn_run(tmp_path):
     # the rest of __init__, and a fork start comes out longer.
     older = shutil.copytree(out, tmp_path / "older")
     for p in pathlib.Path(older).glob(".lotustrace_log.lotus-meta_*"):
-        p.write_text("".join(ln.rsplit(" ", 1)[0] + "\n" if ln.startswith("startup_forkprobe ")
+        p.write_text("".join(ln.rsplit(" ", 2)[0] + "\n" if ln.startswith("startup_forkprobe ")
                              else ln for ln in p.read_text().splitlines(keepends=True)))
     old = json.loads(tool("whatif", str(older), "--workers", "2", "--start-method", "fork",
                           "--json"))["startup"]
     assert old["measured_lotus_ms"] == 0, old
+    assert old["probe_wait_first_ms"] is None and old["probe_wait_later_ms"] is None, old
     # A figure past a minute is not a measurement of this: read as none, not subtracted.
     wild = shutil.copytree(out, tmp_path / "wild")
     for p in pathlib.Path(wild).glob(".lotustrace_log.lotus-meta_*"):
-        p.write_text("".join(ln.rsplit(" ", 1)[0] + " 999999999999999\n"
+        p.write_text("".join(ln.rsplit(" ", 2)[0] + " 999999999999999 0\n"
                              if ln.startswith("startup_forkprobe ") else ln
                              for ln in p.read_text().splitlines(keepends=True)))
     odd = json.loads(tool("whatif", str(wild), "--workers", "2", "--start-method", "fork",

@@ -685,6 +685,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.measured_ttfb_ms = c.ttfb_ms;
     r.measured_first_ttfb_ms = c.first_ttfb_ms;
     r.measured_lotus_ms = c.lotus_ms;
+    if (!c.probe_first.status.empty()) r.probe_wait_first_ms = c.probe_first.wait_ms;
+    if (!c.probe_later.status.empty()) r.probe_wait_later_ms = c.probe_later.wait_ms;
     r.measured_later_ttfb_ms = c.later_ttfb_ms;
     // The replay of the run itself: its boots as they ran (startup_costs::boot_excess_ms).
     const startup_prediction rp = predict_startup(c.as_ran(), c.method, measured_w);
@@ -1311,6 +1313,12 @@ nlohmann::json whatif_json(const whatif_result& r) {
                      r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
                     {"measured_first_ttfb_ms", r.measured_first_ttfb_ms},
                     {"measured_lotus_ms", r.measured_lotus_ms},
+                    {"probe_wait_first_ms", r.probe_wait_first_ms >= 0
+                                                ? nlohmann::json(r.probe_wait_first_ms)
+                                                : nlohmann::json()},
+                    {"probe_wait_later_ms", r.probe_wait_later_ms >= 0
+                                                ? nlohmann::json(r.probe_wait_later_ms)
+                                                : nlohmann::json()},
                     {"measured_later_ttfb_ms", r.measured_later_ttfb_ms > 0
                                                    ? nlohmann::json(r.measured_later_ttfb_ms)
                                                    : nlohmann::json()},
@@ -1473,6 +1481,16 @@ std::string whatif_text(const whatif_result& r) {
          (r.ttfb_known ? format_number("%.3f s", r.predicted_ttfb_ms / 1e3)
                        : "not predicted (" + r.ttfb_why + ")") +
          (r.ttfb_known && !r.ttfb_why.empty() ? " (" + r.ttfb_why + ")" : "") + "\n";
+    if (r.probe_wait_first_ms >= 0 || r.probe_wait_later_ms >= 0) {
+      const auto held = [](double ms, const char* where) {
+        return ms >= 0 ? format_number("%.3f s ", ms / 1e3) + where : std::string();
+      };
+      const std::string a = held(r.probe_wait_first_ms, "before its first iterator");
+      const std::string b = held(r.probe_wait_later_ms, "at its first epoch's end");
+      s += "  lotus's fork probes (LOTUS_FORK_PROBE) held the program " + a +
+           (!a.empty() && !b.empty() ? " and " : "") + b +
+           ": lotus's own cost to this run, in none of the figures here\n";
+    }
     if (r.ttfb_known && r.predicted_server_ms > 0) {
       s += "  first iterator " + format_number("%.3f s", r.predicted_first_ttfb_ms / 1e3) +
            " (the forkserver's own start " + format_number("%.3f s", r.predicted_server_ms / 1e3) +

@@ -195,6 +195,10 @@ struct whatif_result {
   /// lotus's own time inside an iterator's start (LOTUS_FORK_PROBE), in the measured figures,
   /// not in the predictions (mean over the iterators).
   double measured_lotus_ms = 0;
+  /// The time the program waited for lotus's fork probes (LOTUS_FORK_PROBE: before its first
+  /// iterator, at its first epoch's end; -1: no such probe, or an older lotus's line): lotus's
+  /// own cost to the run, in none of its measured figures.
+  double probe_wait_first_ms = -1, probe_wait_later_ms = -1;
   double measured_first_ttfb_ms = 0, measured_later_ttfb_ms = 0, predicted_first_ttfb_ms = 0,
          predicted_later_ttfb_ms = 0, predicted_server_ms = 0;
   bool ttfb_known = false;

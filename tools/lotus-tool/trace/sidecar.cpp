@@ -228,8 +228,8 @@ class sidecar_parser {
  private:
   // `startup_forkprobe <seq> <first|later> <status> <fork_ns> <start_ns> <setup_ns> <init_fn_ns>
   // <init_cpu_ns> <first_batch_ns> [<full_gc_ns> <gc_copy_bytes> <batch_full_gc_ns> <gc_auto>
-  // [<gc_untraced> <gc_untraced_exact> <gc_first_demand> <gc_next_demand>]]` (FORMAT.md §5): the
-  // first well-formed line of each kind.
+  // [<gc_untraced> <gc_untraced_exact> <gc_first_demand> <gc_next_demand> [<own_ns>
+  // [<wait_ns>]]]]` (FORMAT.md §5): the first well-formed line of each kind.
   void startup_probe_line(std::istringstream& ls, const std::string& key, startup_meta& m) {
     std::string when, status;
     ls >> when >> status;
@@ -292,6 +292,11 @@ class sidecar_parser {
         std::uint64_t u = 0;
         if ((ls >> word) && parse_u63(word, u) && u <= 60'000'000'000ull) {
           f.own_ms = static_cast<double>(u) / 1e6;
+          // Then the program's wait for the probe (absent in an older lotus's line); the child
+          // is killed after 30 s, so a value past a minute is not this either.
+          if ((ls >> word) && parse_u63(word, u) && u <= 60'000'000'000ull) {
+            f.wait_ms = static_cast<double>(u) / 1e6;
+          }
         }
       }
     }

@@ -205,6 +205,9 @@ struct fork_probe_figures {
   /// collector's distance at its first worker's start): not the program's (0: none, an older
   /// lotus).
   double own_ms = 0;
+  /// The time the program waited for this probe (its fork, the child's work and exit; -1: not
+  /// recorded, an older lotus): lotus's own, outside every figure the run measured.
+  double wait_ms = -1;
   bool ok() const { return status == "ok"; }
 };
 

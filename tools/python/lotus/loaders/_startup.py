@@ -518,6 +518,14 @@ _PROBE_FIGURES = ("fork_ms", "start_ms", "setup_ms", "init_fn_ms", "init_cpu_ms"
 
 
 def _run_probe(sent, first, workers):
+    """(status, figures, the collector's distances, wait_ns) of one fork probe (_probe_once),
+    wait_ns the time the program waited for all of it (the fork, the child's work, its exit)."""
+    t0 = _time_ns()
+    status, figures, gc_figures = _probe_once(sent, first, workers)
+    return status, figures, gc_figures, max(0, _time_ns() - t0)
+
+
+def _probe_once(sent, first, workers):
     """(status, [fork, start, setup, init_fn, init_cpu, first_batch, full_gc] ns, the copied
     bytes, [batch_full_gc] ns, gc_auto, the collector's distances) of one fork probe. The
     distances (LOTUS_FORK_PROBE's _gcmark; each None where not measured): the untraced
@@ -632,11 +640,11 @@ def _probe_at_start(it):
     t0 = _time_ns()
     try:
         from .. import _gcmark
-        status, figures, gc_figures = probe
+        status, figures, gc_figures, wait_ns = probe
         untraced = _gcmark.fork_edge(_gcmark.distance(), _gcmark.full_count())
         gc_figures = (untraced[0] if untraced else None, 1 if untraced and untraced[1] else 0,
                       gc_figures[2], gc_figures[3])
-        probe = (status, figures, gc_figures)
+        probe = (status, figures, gc_figures, wait_ns)
     except Exception:  # noqa: BLE001 - the probe never breaks the training loop
         pass
     # lotus's own time inside the iterator's __init__ (a fork of this process and the count):
@@ -648,17 +656,18 @@ def fork_probe_note(it, probe, when="first", now=False, own_ns=0):
     """The `startup_forkprobe` line of iterator `it` for a probe's (status, figures). The first
     probe's, where its untraced distance was measured and the iterator has started no worker
     yet, waits for the first worker's start (_probe_at_start) or the end of its __init__.
-    `own_ns`: what lotus's own measurement took inside the iterator's __init__ (its last field)."""
+    `own_ns`: what lotus's own measurement took inside the iterator's __init__; then the time
+    the program waited for the probe itself (the line's last two fields)."""
     if probe is None or it is None or not it.record:
         return
-    status, figures, gc_figures = probe
+    status, figures, gc_figures, wait_ns = probe
     if when == "first" and not now and gc_figures[0] is not None and not it.workers:
         it.probe = probe
         return
     distances = b" ".join(b"-" if v is None else b"%d" % v for v in gc_figures)
-    note(b"startup_forkprobe %d %s %s %s %s %d\n"
+    note(b"startup_forkprobe %d %s %s %s %s %d %d\n"
          % (it.seq, when.encode(), status.encode(), b" ".join(b"%d" % v for v in figures),
-            distances, max(0, int(own_ns))))
+            distances, max(0, int(own_ns)), max(0, int(wait_ns))))
 
 
 def fork_probe(loader_iter):
