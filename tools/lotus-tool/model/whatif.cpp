@@ -1305,31 +1305,30 @@ nlohmann::json whatif_json(const whatif_result& r) {
   if (!r.epoch_no_claim_why.empty()) j["epoch_no_claim_why"] = r.epoch_no_claim_why;
   j["measured"]["startup_ms"] = r.startup_ms;
   if (!r.measured_start_method.empty()) {
-    j["startup"] = {{"measured_start_method", r.measured_start_method},
-                    {"start_method", r.start_method},
-                    {"measured_ttfb_ms", r.measured_ttfb_ms},
-                    {"replay_ttfb_ms", r.replay_ttfb_ms},
-                    {"predicted_ttfb_ms",
-                     r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
-                    {"measured_first_ttfb_ms", r.measured_first_ttfb_ms},
-                    {"measured_lotus_ms", r.measured_lotus_ms},
-                    {"probe_wait_first_ms", r.probe_wait_first_ms >= 0
-                                                ? nlohmann::json(r.probe_wait_first_ms)
-                                                : nlohmann::json()},
-                    {"probe_wait_later_ms", r.probe_wait_later_ms >= 0
-                                                ? nlohmann::json(r.probe_wait_later_ms)
-                                                : nlohmann::json()},
-                    {"measured_later_ttfb_ms", r.measured_later_ttfb_ms > 0
-                                                   ? nlohmann::json(r.measured_later_ttfb_ms)
-                                                   : nlohmann::json()},
-                    {"predicted_first_ttfb_ms",
-                     r.ttfb_known ? nlohmann::json(r.predicted_first_ttfb_ms) : nlohmann::json()},
-                    {"predicted_later_ttfb_ms",
-                     r.ttfb_known ? nlohmann::json(r.predicted_later_ttfb_ms) : nlohmann::json()},
-                    {"predicted_server_start_ms",
-                     r.ttfb_known ? nlohmann::json(r.predicted_server_ms) : nlohmann::json()},
-                    {"basis", r.ttfb_basis},
-                    {"note", r.ttfb_why}};
+    j["startup"] = {
+        {"measured_start_method", r.measured_start_method},
+        {"start_method", r.start_method},
+        {"measured_ttfb_ms", r.measured_ttfb_ms},
+        {"replay_ttfb_ms", r.replay_ttfb_ms},
+        {"predicted_ttfb_ms",
+         r.ttfb_known ? nlohmann::json(r.predicted_ttfb_ms) : nlohmann::json()},
+        {"measured_first_ttfb_ms", r.measured_first_ttfb_ms},
+        {"measured_lotus_ms", r.measured_lotus_ms},
+        {"probe_wait_first_ms",
+         r.probe_wait_first_ms >= 0 ? nlohmann::json(r.probe_wait_first_ms) : nlohmann::json()},
+        {"probe_wait_later_ms",
+         r.probe_wait_later_ms >= 0 ? nlohmann::json(r.probe_wait_later_ms) : nlohmann::json()},
+        {"measured_later_ttfb_ms", r.measured_later_ttfb_ms > 0
+                                       ? nlohmann::json(r.measured_later_ttfb_ms)
+                                       : nlohmann::json()},
+        {"predicted_first_ttfb_ms",
+         r.ttfb_known ? nlohmann::json(r.predicted_first_ttfb_ms) : nlohmann::json()},
+        {"predicted_later_ttfb_ms",
+         r.ttfb_known ? nlohmann::json(r.predicted_later_ttfb_ms) : nlohmann::json()},
+        {"predicted_server_start_ms",
+         r.ttfb_known ? nlohmann::json(r.predicted_server_ms) : nlohmann::json()},
+        {"basis", r.ttfb_basis},
+        {"note", r.ttfb_why}};
     if (r.first_item_to_batch_ms > 0)  // (a ParallelMapper's: its first item to the first batch)
       j["startup"]["first_item_to_batch_ms"] = r.first_item_to_batch_ms;
     if (r.boots_compared >= 2) {
