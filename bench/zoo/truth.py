@@ -599,7 +599,7 @@ def run_pipeline(a, n, p, settings):
         while len(jobs.get(s, [])) < a.repeat:
             rerun(s, len(jobs.get(s, [])))
     p["reruns"] = {s: [{k: j.get(k) for k in ("epochs", "digest", "wall_s", "peak_pss_bytes",
-                                              "gc_frozen", "error")}
+                                              "gc_frozen", "cpu_s", "steal_share", "error")}
                        for j in jobs[s]] for s in sorted(want)}
     score_pipeline(n, p, jobs)
 
