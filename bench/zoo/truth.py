@@ -191,14 +191,12 @@ def tool(a, *args):
     return r.returncode, out, (r.stdout + r.stderr).strip()
 
 
-def lotus_own_s(a, trace, job, setting):
+def lotus_own_s(job, su):
     """The part of the traced run's first time to first batch (as its driver timed it: iter() to
     the first batch) that was lotus's own: the fork probe before the first iterator (the program
     waits for it) and lotus's measurement inside the iterator's start; from lotus-tool's measured
-    start (which leaves out the probe) less its `measured_lotus_ms`. None where not measured."""
-    m, w = setting.split(":")[:2]
-    rc, js, _ = tool(a, "whatif", str(trace), "--workers", w, "--start-method", m, "--json")
-    su = (js or {}).get("startup") or {}
+    start (`su`: whatif's `startup` for the traced setting, which leaves out the probe) less its
+    `measured_lotus_ms`. None where not measured."""
     first, own = su.get("measured_first_ttfb_ms"), su.get("measured_lotus_ms")
     eps = job.get("epochs") or []
     if first is None or not eps:
@@ -290,6 +288,8 @@ def collect_claims(a, name, trace, src_method, src_workers, settings):
             continue
         why = js.get("no_claim_why") if js.get("claim") is False else None
         su = js.get("startup") or {}
+        if s == f"{src_method}:{src_workers}":  # the traced setting's measured start
+            notes["startup"] = su
         pt = su.get("predicted_ttfb_ms")
         c = {"claim": "whatif: time to first batch", "setting": s, "kind": "ttfb",
              "predicted": pt / 1e3 if pt is not None else None}
@@ -580,11 +580,11 @@ def run_pipeline(a, n, p, settings):
             continue
         p["source"] = src
         want.add(src)
-        traced["lotus_own_s"] = lotus_own_s(a, trace, traced, src)
         p["traced_runs"].append(traced)
         m, w = src.split(":")[:2]
         grid = settings if src in settings else [src] + settings
         claims, tool_notes = collect_claims(a, n, trace, m, int(w), grid)
+        traced["lotus_own_s"] = lotus_own_s(traced, tool_notes.pop("startup", None) or {})
         for c in claims:
             c["trace"] = r + 1
             if src != a.source:
@@ -692,10 +692,10 @@ def rescore(a):
         for k, _ in enumerate(p.get("traced_runs", [])):
             m, w = p["source"].split(":")[:2]
             grid = settings if p["source"] in settings else [p["source"]] + settings
-            tdir = out / "traces" / n / f"trace{k + 1}"
-            cs, _ = collect_claims(a, n, tdir, m, int(w), grid)
-            p["traced_runs"][k]["lotus_own_s"] = lotus_own_s(a, tdir, p["traced_runs"][k],
-                                                             p["source"])
+            cs, notes = collect_claims(a, n, out / "traces" / n / f"trace{k + 1}", m, int(w),
+                                       grid)
+            p["traced_runs"][k]["lotus_own_s"] = lotus_own_s(p["traced_runs"][k],
+                                                             notes.get("startup") or {})
             for c in cs:
                 c["trace"] = k + 1
             claims += cs

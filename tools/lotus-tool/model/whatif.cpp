@@ -685,8 +685,8 @@ whatif_result predict_workers(const run_digest& d, const whatif_args& a, simulat
     r.measured_ttfb_ms = c.ttfb_ms;
     r.measured_first_ttfb_ms = c.first_ttfb_ms;
     r.measured_lotus_ms = c.lotus_ms;
-    if (!c.probe_first.status.empty()) r.probe_wait_first_ms = c.probe_first.wait_ms;
-    if (!c.probe_later.status.empty()) r.probe_wait_later_ms = c.probe_later.wait_ms;
+    r.probe_wait_first_ms = c.probe_first.wait_ms;  // (-1: no probe, or not recorded)
+    r.probe_wait_later_ms = c.probe_later.wait_ms;
     r.measured_later_ttfb_ms = c.later_ttfb_ms;
     // The replay of the run itself: its boots as they ran (startup_costs::boot_excess_ms).
     const startup_prediction rp = predict_startup(c.as_ran(), c.method, measured_w);
