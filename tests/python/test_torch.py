@@ -838,14 +838,20 @@ if sys.argv[1] != "-":
     import lotus, lotus.torch
     lotus.torch.instrument(log_file=sys.argv[1])
 kw = dict(batch_size=2, num_workers=2, multiprocessing_context=sys.argv[2])
+failed = iter(DataLoader(Seq(), worker_init_fn=failing_init, **kw))
 try:
-    list(DataLoader(Seq(), worker_init_fn=failing_init, **kw))
+    next(failed)
 except ValueError as e:
     message = str(e)
 # The failed iterator is in a reference cycle (torch's reraise frame holds its exception): shut
-# its workers down now. Left to a later collection, during the next loader's run, a spawn worker
-# of it still starting finds its semaphores gone and exits 1, and torch's SIGCHLD handler, which
-# still lists it, fails the next loader (seen once under load on Python 3.14, without lotus).
+# its workers down now, by torch's own shutdown while its queues are whole. Left to a later
+# collection, during the next loader's run, a spawn worker of it still starting finds its
+# semaphores gone and exits 1, and torch's SIGCHLD handler, which still lists it, fails the next
+# loader (seen once under load on Python 3.14, without lotus); left to gc.collect() here, the
+# cycle's queues may be finalized first and each worker's join waits out its 5 s timeout (10-20 s
+# a run, untraced as traced).
+failed._shutdown_workers()
+del failed
 gc.collect()
 print(sum(int(b.sum()) for b in DataLoader(Seq(), worker_init_fn=slow_init, **kw)))
 print(json.dumps(message))
