@@ -41,7 +41,7 @@ import functools as _functools
 import itertools as _itertools
 import os as _os
 import threading as _threading
-from time import sleep as _sleep, time_ns as _time_ns
+from time import perf_counter_ns as _perf_counter_ns, sleep as _sleep, time_ns as _time_ns
 
 from .. import _lotus
 from . import _fork, _patch, _sites
@@ -521,10 +521,9 @@ def _run_probe(sent, first, workers):
     """(status, figures, the collector's distances, wait_ns) of one fork probe (_probe_once),
     wait_ns the time the program waited for all of it (the fork, the child's work, its exit), on
     the monotonic clock the child times its own parts on (a step of the wall clock is not in it)."""
-    from time import perf_counter_ns
-    t0 = perf_counter_ns()
+    t0 = _perf_counter_ns()
     status, figures, gc_figures = _probe_once(sent, first, workers)
-    return status, figures, gc_figures, max(0, perf_counter_ns() - t0)
+    return status, figures, gc_figures, max(0, _perf_counter_ns() - t0)
 
 
 def _probe_once(sent, first, workers):
