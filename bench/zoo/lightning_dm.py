@@ -108,6 +108,7 @@ class Timer(L.Callback):
     def on_train_epoch_end(self, trainer, module):
         t1 = time.perf_counter()
         self.epochs.append({"ttfb_s": round(self.first - self.t0, 6),
+                            "main_full_gc": zc.main_full_gc(self.t0, self.first),
                             "to_last_s": round(self.last - self.t0, 6),
                             "epoch_s": round(t1 - self.t0, 6), "wait_s": round(self.wait, 6),
                             "batches": self.n})

@@ -674,7 +674,27 @@ def score_pipeline(n, p, jobs):
                             + " (with lotus's own: " + " ".join(f"{d:+.0%}" for d in devs) + ")")
             else:
                 verdict += f"; {k[:-2]} " + " ".join(f"{d:+.0%}" for d in devs)
+    # The main process's full garbage collections inside the first epoch's start (zoo_common's
+    # MainFullGC), where any run had one: tracing moves the collector's count, so a traced run
+    # may have one its untraced reruns do not, or the reverse.
+    gc_ms = {s: [main_gc_ms(j) for j in js if not j.get("error")] for s, js in jobs.items()}
+    gc_ms = {s: v for s, v in gc_ms.items() if any(v)}
+    traced_gc = [main_gc_ms(tr) for tr in p["traced_runs"]]
+    p["main_full_gc_ms"] = {"traced": traced_gc, "untraced": gc_ms}
+    if any(traced_gc) or gc_ms:
+        fmt = " ".join
+        verdict += ("; the main process's full garbage collection in the start (ms a run): traced "
+                    + fmt(f"{x:.0f}" for x in traced_gc) + ", untraced "
+                    + ("none" if not gc_ms else "; ".join(
+                        f"{s} " + fmt(f"{x:.0f}" for x in v) for s, v in sorted(gc_ms.items()))))
     p["traced_vs_untraced"] = verdict
+
+
+def main_gc_ms(job):
+    """The time (ms) the main process spent in full garbage collections inside a run's first
+    epoch's start (iter() to the first batch), 0 where none or not recorded (an older driver)."""
+    eps = job.get("epochs") or []
+    return sum(ms for _, ms in (eps[0].get("main_full_gc") or [])) if eps else 0
 
 
 def rescore(a):

@@ -13,7 +13,9 @@ size): reruns skip the generation; without it a temporary folder is used and rem
 prefix DIR/lotustrace_log, before the pipeline is built. The last line of stdout is one JSON object:
 per epoch `ttfb_s` (iter() to the first batch), `to_last_s` (iter() to the last batch: what
 lotus-tool calls the epoch), `epoch_s` (to the loop's end: shutdown included), `wait_s` (the loop
-blocked in iter() and next()), `batches`; `peak_pss_bytes`, the process tree's largest summed Pss
+blocked in iter() and next()), `batches`, `main_full_gc` (the main process's full garbage
+collections that began between iter() and the first batch: [seconds after iter(), ms] each);
+`peak_pss_bytes`, the process tree's largest summed Pss
 (sampled every 250 ms, the run's start to its end); `digest`, a checksum of what the loop received (the same seed and
 setting give the same digest, traced or not).
 
@@ -203,6 +205,45 @@ class TreePss:
 _TREE = []
 
 
+class MainFullGC:
+    """The main process's full (generation-2) garbage collections, each timed (gc.callbacks):
+    whether one ran inside an epoch's start, between iter() and the first batch. Such a pass over
+    the main process's heap (0.15-0.25 s with torch imported) is in that start's time, and it comes
+    where the collector's count says: a traced run allocates lotus's objects too, so its main
+    process may run its collection earlier or later than the same program untraced (bench/zoo's
+    nodes_pipeline on Python 3.11: the untraced one in iter(), 155-187 ms, the traced one before
+    it). The callback keeps one small tuple a full collection: next to nothing of the count."""
+
+    def __init__(self):
+        import gc as _gc
+        self.runs = []  # (start, end) perf_counter of each full collection
+        self._t = None
+        _gc.callbacks.append(self._cb)
+
+    def _cb(self, phase, info):
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._t = time.perf_counter()
+        elif self._t is not None:
+            self.runs.append((self._t, time.perf_counter()))
+            self._t = None
+
+    def between(self, t0, t1):
+        """[[seconds from t0 to its start, its length in ms], ...]: those that began in [t0, t1]."""
+        return [[round(a - t0, 4), round((b - a) * 1e3, 1)] for a, b in self.runs
+                if t1 is not None and t0 <= a <= t1]
+
+
+_MAIN_GC = []
+
+
+def main_full_gc(t0, t1):
+    """The main process's full collections that began between t0 and t1 (perf_counter): an
+    epoch's `main_full_gc` (see MainFullGC); [] before start()."""
+    return _MAIN_GC[-1].between(t0, t1) if _MAIN_GC else []
+
+
 def sample_workers_soon():
     """A driver that times its own epochs (Lightning's callbacks, not run_epochs): call at an
     epoch's first batch, when its workers run, so that the tree's memory is sampled with them
@@ -216,6 +257,7 @@ def start(args):
     lotus turned on when asked. Call in main, before the pipeline is built. The tree's memory is
     sampled from here to emit()."""
     _TREE.append(TreePss())
+    _MAIN_GC.append(MainFullGC())
     multiprocessing.set_start_method(args.start_method, force=True)
     if args.trace:
         import lotus.torch
@@ -305,6 +347,7 @@ def run_epochs(args, make_iterable, step=None, digest=None):
         del it
         t1 = time.perf_counter()
         out.append({"ttfb_s": round(first - t0, 6) if first else None,
+                    "main_full_gc": main_full_gc(t0, first),
                     "to_last_s": round(last - t0, 6) if last else None,
                     "epoch_s": round(t1 - t0, 6), "wait_s": round(wait, 6), "batches": n})
         if setting is not None:
